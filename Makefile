@@ -1,0 +1,55 @@
+# The two README commands: `make serve` and `make test`. Everything else is the pipeline.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PIP := $(BIN)/python -m pip install -q -c constraints.txt
+MODEL ?= models/rnnsearch-es-en
+DATA ?= data/bible
+RUN ?= runs/rnnsearch-es-en
+CONFIG ?= model/configs/rnnsearch-es-en.yaml
+
+.PHONY: serve test install data train export evaluate bench stubs clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+# Runtime only: what `make serve` needs (no torch).
+$(VENV)/.runtime: pyproject.toml constraints.txt | $(BIN)/python
+	$(PIP) -e .
+	touch $@
+
+# Runtime, training and development dependencies.
+$(VENV)/.dev: pyproject.toml constraints.txt | $(BIN)/python
+	$(PIP) -e '.[train,dev]'
+	touch $@ $(VENV)/.runtime
+
+install: $(VENV)/.dev
+
+serve: $(VENV)/.runtime
+	$(BIN)/attnmt serve --model $(MODEL)
+
+test: $(VENV)/.dev
+	$(BIN)/python -m pytest -q
+
+data: $(VENV)/.dev
+	@command -v mod2imp >/dev/null || (apt-get update -q && apt-get install -y -q sword-text-sparv sword-text-web libsword-utils)
+	$(BIN)/attnmt data bible $(DATA)
+
+train: $(VENV)/.dev
+	$(BIN)/attnmt train --config $(CONFIG) --run $(RUN)
+
+export: $(VENV)/.dev
+	$(BIN)/attnmt export --run $(RUN) --out $(MODEL)
+
+evaluate: $(VENV)/.dev
+	$(BIN)/attnmt evaluate --model $(MODEL) --data $(DATA)
+
+bench: $(VENV)/.dev
+	$(BIN)/attnmt bench engine --model $(MODEL) --data $(DATA)
+
+stubs: $(VENV)/.dev
+	$(BIN)/python -m attnmt.service.stubs_gen
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,87 @@
+"""The PyTorch-world subcommands of `attnmt`: data, train, export, evaluate.
+
+This module imports nothing heavy at import time, so `attnmt serve` (which
+registers these parsers) never loads torch; each handler imports what it needs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("data", help="prepare a parallel corpus")
+    p.add_argument("corpus", choices=["bible"], help="bible: Reina-Valera 1909 / World English Bible from SWORD")
+    p.add_argument("out_dir", type=Path)
+    p.set_defaults(func=cmd_data)
+
+    p = sub.add_parser("train", help="train an RNNsearch model (resumes an interrupted run)")
+    p.add_argument("--config", type=Path, help="YAML training config (keys: model/train.py TrainConfig)")
+    p.add_argument("--run", type=Path, required=True, help="run directory: checkpoints, logs, tokenizer")
+    p.add_argument("--data-dir", help="override data_dir: {split}.tsv or {split}.{src,tgt}")
+    p.add_argument("--max-minutes", type=float, help="override max_minutes")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("export", help="export a run's best checkpoint to an ONNX model directory")
+    p.add_argument("--run", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--name", help="model name (default: the output directory's name)")
+    p.add_argument("--checkpoint", default="best.pt")
+    p.add_argument("--parity-sentences", type=int, default=64, help="dev sentences used for the parity check")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("evaluate", help="BLEU/chrF on the test split (greedy and beam), alignment heatmaps")
+    p.add_argument("--model", type=Path, required=True)
+    p.add_argument("--data", type=Path, required=True, help="data directory with test.{src,tgt}")
+    p.add_argument("--split", default="test")
+    p.add_argument("--beam", type=int, default=5)
+    p.add_argument("--heatmaps", type=int, default=4, help="test sentences to plot")
+    p.add_argument("--out", type=Path, help="where to write hypotheses and heatmaps (default: MODEL/eval)")
+    p.add_argument("--write-manifest", action="store_true", help="record the scores in MODEL/manifest.json")
+    p.set_defaults(func=cmd_evaluate)
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    from .data import extract_bible
+    counts = extract_bible(args.out_dir)
+    print(json.dumps(counts))
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from .train import TrainConfig, train
+    run_config = args.run / "config.yaml"
+    config = args.config or (run_config if run_config.exists() else None)
+    cfg = TrainConfig.from_yaml(config, data_dir=args.data_dir, max_minutes=args.max_minutes)
+    result = train(cfg, args.run)
+    print(json.dumps({k: v for k, v in result.items() if k != "history"}))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    import yaml
+
+    from .data import corpus_files, read_parallel
+    from .export import export
+    cfg = yaml.safe_load((args.run / "config.yaml").read_text())
+    src, tgt = corpus_files(Path(cfg["data_dir"]), "dev", cfg["src_lang"], cfg["tgt_lang"])
+    sentences = [s for s, _ in read_parallel(src, tgt)][:args.parity_sentences]
+    history_file = args.run / "history.json"
+    history = json.loads(history_file.read_text()) if history_file.exists() else []
+    best = max(history, key=lambda h: h["dev_bleu"]) if history else {}
+    training = {"config": cfg, "best_dev": best, "validations": len(history),
+                "data_card": (Path(cfg["data_dir"]) / "DATA_CARD.md").read_text()
+                if (Path(cfg["data_dir"]) / "DATA_CARD.md").exists() else None}
+    manifest = export(args.run / args.checkpoint, args.run / "spm.model", args.out, args.name or args.out.name,
+                      cfg["src_lang"], cfg["tgt_lang"], sentences, training)
+    print(json.dumps(manifest["export_parity"]))
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from .evaluate import evaluate
+    report = evaluate(args.model, args.data, args.split, args.beam, args.heatmaps, args.out, args.write_manifest)
+    print(json.dumps(report, indent=2))
+    return 0

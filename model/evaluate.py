@@ -1,0 +1,75 @@
+"""`attnmt evaluate`: sacreBLEU BLEU and chrF of an exported model on a test
+split, greedy and beam, run by the serving engine (what users get), beside
+Apertium's rule-based output when Apertium is installed; and alignment heatmaps
+(target rows x source columns, like Figure 3 of Bahdanau et al.).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import sacrebleu
+
+from attnmt.service.decoding import SearchOptions
+from attnmt.service.engine import Engine
+from attnmt.service.plotting import plot_alignment
+from attnmt.service.translator import Translator
+
+from .data import corpus_files, read_parallel
+
+
+def apertium(sources: list[str]) -> list[str] | None:
+    if shutil.which("apertium") is None:
+        return None
+    proc = subprocess.run(["apertium", "-u", "spa-eng"], input="\n".join(sources) + "\n",
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        return None
+    out = proc.stdout.rstrip("\n").split("\n")
+    return out if len(out) == len(sources) else None
+
+
+def score(hyps: list[str], refs: list[str]) -> dict:
+    return {"bleu": round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2),
+            "chrf": round(sacrebleu.corpus_chrf(hyps, [refs]).score, 2)}
+
+
+def evaluate(model_dir: Path, data_dir: Path, split: str = "test", beam: int = 5, heatmaps: int = 4,
+             out: Path | None = None, write_manifest: bool = False) -> dict:
+    engine = Engine(model_dir)
+    translator = Translator(engine, max_tokens=100_000)
+    m = engine.manifest
+    src_path, tgt_path = corpus_files(data_dir, split, m.source_language, m.target_language)
+    pairs = list(read_parallel(src_path, tgt_path))
+    sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
+    out = out or model_dir / "eval"
+    out.mkdir(parents=True, exist_ok=True)
+
+    report: dict = {"split": split, "sentences": len(pairs), "date": dt.date.today().isoformat(),
+                    "sacrebleu": f"sacreBLEU {sacrebleu.__version__} defaults (13a, exp smoothing), detokenised"}
+    translations = {}
+    for label, options in (("greedy", SearchOptions()), (f"beam{beam}", SearchOptions(beam_size=beam))):
+        start = time.perf_counter()
+        translations[label] = translator.translate(sources, options)
+        seconds = time.perf_counter() - start
+        hyps = [t.best.text for t in translations[label]]
+        (out / f"{split}.{label}.{m.target_language}").write_text("\n".join(hyps) + "\n", encoding="utf-8")
+        report[label] = {**score(hyps, refs), "seconds": round(seconds, 1)}
+    baseline = apertium(sources)
+    if baseline is not None:
+        report["apertium"] = score(baseline, refs)
+
+    for n in range(min(heatmaps, len(pairs))):
+        index = n * max(1, len(pairs) // max(heatmaps, 1))
+        hyp = translations[f"beam{beam}"][index].best
+        plot_alignment(hyp, out / f"alignment-{index}.png", title=f"{sources[index][:80]}")
+    (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    if write_manifest:
+        from .export import update_manifest
+        update_manifest(model_dir, evaluation={split: report})
+    return report

@@ -1,0 +1,52 @@
+"""Joint SentencePiece vocabulary, trained on the training split only.
+
+Special ids are fixed so that the network, the export and the service agree
+without looking them up: 0 <pad>, 1 <unk>, 2 <s>, 3 </s>. They are written to
+the manifest too.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Iterable
+
+import sentencepiece as spm
+
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+MODEL_FILE = "spm.model"
+
+
+def train_tokenizer(sentences: Iterable[str], out_dir: Path, vocab_size: int = 8000,
+                    model_type: str = "unigram", seed_sentences: int = 200_000) -> Path:
+    """Train a joint SentencePiece model on source and target sentences together."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(list(sentences)), model_writer=model,
+        vocab_size=vocab_size, model_type=model_type, character_coverage=1.0,
+        pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
+        input_sentence_size=seed_sentences, shuffle_input_sentence=True, hard_vocab_limit=False,
+        minloglevel=2)
+    path = out_dir / MODEL_FILE
+    path.write_bytes(model.getvalue())
+    return path
+
+
+class Tokenizer:
+    """Encode to ids (no BOS/EOS; the batcher adds them) and decode back to text."""
+
+    def __init__(self, path: Path):
+        self.sp = spm.SentencePieceProcessor(model_file=str(path))
+
+    def __len__(self) -> int:
+        return self.sp.get_piece_size()
+
+    def encode(self, text: str) -> list[int]:
+        return self.sp.encode(text)
+
+    def decode(self, ids: list[int]) -> str:
+        return self.sp.decode([i for i in ids if i > EOS_ID])
+
+    def pieces(self, ids: list[int]) -> list[str]:
+        return [self.sp.id_to_piece(i) for i in ids]

@@ -1,0 +1,239 @@
+"""Training: Adam, dropout, label smoothing, gradient clipping, learning-rate
+halving and early stopping on dev BLEU, resumable checkpoints.
+
+A run directory holds everything: `config.yaml` (as run), `spm.model`,
+`last.pt` (model, optimizer, position in the epoch, RNG state; written every
+`checkpoint_every` steps and at each validation), `best.pt` (weights of the
+best dev BLEU), `train.log` and `dev_hyps.txt`. Running `attnmt train` again on
+the same directory resumes where the last checkpoint left off.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import random
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import sacrebleu
+import torch
+import torch.nn.functional as F
+import yaml
+
+from .batching import bucket_batches, make_batch
+from .data import corpus_files, read_parallel
+from .network import ModelConfig, RNNsearch, count_parameters
+from .search import translate_ids
+from .tokenizer import MODEL_FILE, PAD_ID, Tokenizer, train_tokenizer
+
+
+@dataclass
+class TrainConfig:
+    data_dir: str = "data/bible"       # {split}.tsv or {split}.{src_lang} + {split}.{tgt_lang}
+    src_lang: str = "es"
+    tgt_lang: str = "en"
+    vocab_size: int = 8000             # joint SentencePiece vocabulary
+    spm_type: str = "unigram"          # unigram | bpe
+    max_length: int = 150              # drop training pairs longer than this (pieces)
+    token_budget: int = 3000           # padded target tokens per batch
+    learning_rate: float = 1e-3        # Adam
+    clip_norm: float = 1.0             # gradient norm clipping
+    label_smoothing: float = 0.1
+    max_epochs: int = 40
+    max_minutes: float = 0.0           # stop after this wall time (0: no limit)
+    validate_every: int = 0            # steps between dev evaluations (0: once per epoch)
+    checkpoint_every: int = 200        # steps between resumable checkpoints
+    patience: int = 6                  # validations without dev BLEU gain before stopping
+    lr_decay: float = 0.5              # multiply the LR by this after `decay_patience` flat validations
+    decay_patience: int = 2
+    min_learning_rate: float = 1e-5
+    seed: int = 1234
+    threads: int = 0                   # torch intra-op threads (0: torch's default)
+    log_every: int = 50
+    model: ModelConfig = field(default_factory=ModelConfig)
+
+    @classmethod
+    def from_yaml(cls, path: Path | None, **overrides) -> "TrainConfig":
+        raw = yaml.safe_load(path.read_text()) if path else {}
+        raw = {**(raw or {}), **{k: v for k, v in overrides.items() if v is not None}}
+        model = ModelConfig(**raw.pop("model", {}))
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(raw) - known
+        if unknown:
+            raise ValueError(f"unknown training option(s): {', '.join(sorted(unknown))}")
+        return cls(model=model, **raw)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+class Log:
+    """Lines to train.log and stderr; a progress bar only on a terminal."""
+
+    def __init__(self, path: Path):
+        self.file = open(path, "a", encoding="utf-8")
+
+    def __call__(self, message: str) -> None:
+        line = f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}"
+        self.file.write(line + "\n")
+        self.file.flush()
+        print(line, file=sys.stderr, flush=True)
+
+
+def load_split(cfg: TrainConfig, split: str, tok: Tokenizer) -> tuple[list[list[int]], list[list[int]], list[str]]:
+    src_path, tgt_path = corpus_files(Path(cfg.data_dir), split, cfg.src_lang, cfg.tgt_lang)
+    pairs = list(read_parallel(src_path, tgt_path))
+    return ([tok.encode(s) for s, _ in pairs], [tok.encode(t) for _, t in pairs], [t for _, t in pairs])
+
+
+def smoothed_loss(logits: torch.Tensor, target: torch.Tensor, smoothing: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sum of label-smoothed cross entropy and of plain NLL over non-pad tokens."""
+    flat = logits.reshape(-1, logits.size(-1))
+    gold = target.reshape(-1)
+    loss = F.cross_entropy(flat, gold, ignore_index=PAD_ID, label_smoothing=smoothing, reduction="sum")
+    with torch.no_grad():
+        nll = F.cross_entropy(flat, gold, ignore_index=PAD_ID, reduction="sum")
+    return loss, nll
+
+
+def dev_bleu(model: RNNsearch, tok: Tokenizer, sources: list[list[int]], refs: list[str]) -> tuple[float, float, list[str]]:
+    hyps = [tok.decode(ids) for ids in translate_ids(model, sources)]
+    return (sacrebleu.corpus_bleu(hyps, [refs]).score, sacrebleu.corpus_chrf(hyps, [refs]).score, hyps)
+
+
+def save_weights(model: RNNsearch, cfg: TrainConfig, path: Path, **extra) -> None:
+    torch.save({"model_config": cfg.model.to_dict(), "state_dict": model.state_dict(), **extra}, path)
+
+
+def load_model(path: Path) -> RNNsearch:
+    """Load `best.pt`/`last.pt`/a model directory's `checkpoint.pt` for inference (fp32, eval mode)."""
+    ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    model = RNNsearch(ModelConfig(**ckpt["model_config"]))
+    model.load_state_dict({k: v.float() for k, v in ckpt["state_dict"].items()})
+    return model.eval()
+
+
+def train(cfg: TrainConfig, run_dir: Path) -> dict:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    log = Log(run_dir / "train.log")
+    random.seed(cfg.seed)
+    np.random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+
+    config_file = run_dir / "config.yaml"
+    if not config_file.exists():
+        config_file.write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+
+    if not (run_dir / MODEL_FILE).exists():
+        src_path, tgt_path = corpus_files(Path(cfg.data_dir), "train", cfg.src_lang, cfg.tgt_lang)
+        sentences = [s for pair in read_parallel(src_path, tgt_path) for s in pair]
+        train_tokenizer(sentences, run_dir, cfg.vocab_size, cfg.spm_type)
+        log(f"trained {cfg.spm_type} SentencePiece ({cfg.vocab_size} pieces) on {len(sentences)} sentences")
+    tok = Tokenizer(run_dir / MODEL_FILE)
+    cfg.model.vocab_size = len(tok)
+
+    train_src, train_tgt, _ = load_split(cfg, "train", tok)
+    keep = [i for i in range(len(train_src)) if 0 < len(train_src[i]) <= cfg.max_length and 0 < len(train_tgt[i]) <= cfg.max_length]
+    train_src, train_tgt = [train_src[i] for i in keep], [train_tgt[i] for i in keep]
+    dev_src, _, dev_refs = load_split(cfg, "dev", tok)
+
+    model = RNNsearch(cfg.model)
+    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate)
+    state = {"epoch": 0, "batch_in_epoch": 0, "step": 0, "best_bleu": -1.0, "flat": 0, "flat_since_decay": 0,
+             "history": [], "seconds": 0.0}
+    last = run_dir / "last.pt"
+    if last.exists():
+        ckpt = torch.load(last, map_location="cpu", weights_only=False)
+        model.load_state_dict(ckpt["state_dict"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        state = ckpt["state"]
+        torch.set_rng_state(ckpt["torch_rng"])
+        log(f"resumed from step {state['step']} (epoch {state['epoch'] + 1}, batch {state['batch_in_epoch']})")
+    else:
+        log(f"RNNsearch with {count_parameters(model):,} parameters; {len(train_src)} training pairs "
+            f"(of {len(keep)} kept), {len(dev_src)} dev pairs")
+
+    def checkpoint() -> None:
+        tmp = last.with_suffix(".tmp")
+        torch.save({"model_config": cfg.model.to_dict(), "state_dict": model.state_dict(),
+                    "optimizer": optimizer.state_dict(), "state": state, "torch_rng": torch.get_rng_state()}, tmp)
+        tmp.replace(last)
+
+    def validate() -> bool:
+        """Dev BLEU; returns False when training should stop."""
+        bleu, chrf, hyps = dev_bleu(model, tok, dev_src, dev_refs)
+        model.train()
+        lr = optimizer.param_groups[0]["lr"]
+        improved = bleu > state["best_bleu"]
+        state["history"].append({"step": state["step"], "epoch": state["epoch"] + 1, "dev_bleu": bleu,
+                                 "dev_chrf": chrf, "lr": lr, "minutes": state["seconds"] / 60})
+        if improved:
+            state["best_bleu"], state["flat"], state["flat_since_decay"] = bleu, 0, 0
+            save_weights(model, cfg, run_dir / "best.pt", dev_bleu=bleu, dev_chrf=chrf, step=state["step"])
+            (run_dir / "dev_hyps.txt").write_text("\n".join(hyps) + "\n")
+        else:
+            state["flat"] += 1
+            state["flat_since_decay"] += 1
+            if state["flat_since_decay"] >= cfg.decay_patience and lr * cfg.lr_decay >= cfg.min_learning_rate:
+                for group in optimizer.param_groups:
+                    group["lr"] = lr * cfg.lr_decay
+                state["flat_since_decay"] = 0
+                log(f"learning rate {lr:g} -> {lr * cfg.lr_decay:g}")
+        log(f"validation step {state['step']}: dev BLEU {bleu:.2f} chrF {chrf:.2f}"
+            f"{' (best)' if improved else ''}; best {state['best_bleu']:.2f}")
+        (run_dir / "history.json").write_text(json.dumps(state["history"], indent=1))
+        checkpoint()
+        return state["flat"] < cfg.patience
+
+    model.train()
+    tokens_seen, loss_sum, nll_sum, t_last = 0, 0.0, 0.0, time.time()
+    stop = False
+    while state["epoch"] < cfg.max_epochs and not stop:
+        batches = bucket_batches(train_src, train_tgt, cfg.token_budget, cfg.seed, state["epoch"])
+        for b in range(state["batch_in_epoch"], len(batches)):
+            indices = batches[b]
+            batch = make_batch([train_src[i] for i in indices], [train_tgt[i] for i in indices], indices)
+            logits, _ = model(batch.src, batch.lengths, batch.tgt_in)
+            loss, nll = smoothed_loss(logits, batch.tgt_out, cfg.label_smoothing)
+            n_tokens = batch.target_tokens
+            optimizer.zero_grad()
+            (loss / n_tokens).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
+            optimizer.step()
+
+            state["step"] += 1
+            state["batch_in_epoch"] = b + 1
+            tokens_seen += n_tokens
+            loss_sum += loss.item()
+            nll_sum += nll.item()
+            if state["step"] % cfg.log_every == 0:
+                now = time.time()
+                state["seconds"] += now - t_last
+                log(f"epoch {state['epoch'] + 1} batch {b + 1}/{len(batches)} step {state['step']}: "
+                    f"loss {loss_sum / tokens_seen:.3f} ppl {math.exp(nll_sum / tokens_seen):.1f} "
+                    f"{tokens_seen / (now - t_last):.0f} tok/s")
+                tokens_seen, loss_sum, nll_sum, t_last = 0, 0.0, 0.0, now
+            if cfg.validate_every and state["step"] % cfg.validate_every == 0:
+                stop = not validate()
+            elif state["step"] % cfg.checkpoint_every == 0:
+                checkpoint()
+            if cfg.max_minutes and state["seconds"] / 60 >= cfg.max_minutes:
+                log(f"time limit of {cfg.max_minutes} minutes reached")
+                stop = True
+            if stop:
+                break
+        else:
+            state["epoch"] += 1
+            state["batch_in_epoch"] = 0
+            if not cfg.validate_every:
+                stop = not validate()
+    checkpoint()
+    log(f"finished: best dev BLEU {state['best_bleu']:.2f} after {state['step']} steps")
+    return {"best_dev_bleu": state["best_bleu"], "steps": state["step"], "history": state["history"]}

@@ -1,0 +1,159 @@
+"""`attnmt`: one command, subcommands for both worlds.
+
+Serving-side commands (serve, translate) live here; the training-side ones
+(data, train, export, evaluate, bench) are registered from `attnmt.model.cli`,
+which imports torch only inside its handlers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .alignment import pharaoh
+from .decoding import SearchOptions
+
+ALIGNMENTS = ("none", "soft", "words", "hard")
+
+
+def _search_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--beam", type=int, default=1, help="beam size (1: greedy)")
+    p.add_argument("--n-best", type=int, default=1)
+    p.add_argument("--length-penalty", type=float, default=1.0)
+    p.add_argument("--max-length-ratio", type=float, default=1.5)
+    p.add_argument("--alignment", choices=ALIGNMENTS, default="none",
+                   help="soft: α over pieces; words: α over words; hard: Pharaoh i-j word pairs")
+    p.add_argument("--threshold", type=float, help="hard alignment: all links with α >= threshold (default: argmax)")
+    p.add_argument("--replace-unk", action="store_true", help="replace <unk> by the most attended source piece")
+    p.add_argument("--json", action="store_true", help="one JSON object per line with everything")
+
+
+def _options(args: argparse.Namespace) -> SearchOptions:
+    return SearchOptions(beam_size=args.beam, n_best=args.n_best, length_penalty=args.length_penalty,
+                         max_length_ratio=args.max_length_ratio).validate()
+
+
+def format_hypothesis(hyp, alignment: str, threshold: float | None) -> str:
+    """Marian's output layout: `translation ||| alignment`."""
+    if alignment == "none":
+        return hyp.text
+    if alignment == "hard":
+        return f"{hyp.text} ||| {pharaoh(hyp.hard_alignment(threshold))}"
+    weights = hyp.word_alignment if alignment == "words" else hyp.alignment
+    return f"{hyp.text} ||| " + " ".join(",".join(f"{w:.4f}" for w in row) for row in weights)
+
+
+def hypothesis_json(hyp, threshold: float | None) -> dict:
+    return {"text": hyp.text, "score": hyp.score, "log_prob": hyp.log_prob,
+            "source_tokens": hyp.source_tokens, "target_tokens": hyp.target_tokens,
+            "token_log_probs": [round(x, 5) for x in hyp.token_log_probs],
+            "alignment": [[round(float(w), 5) for w in row] for row in hyp.alignment],
+            "source_words": hyp.source_words, "target_words": hyp.target_words,
+            "word_alignment": [[round(float(w), 5) for w in row] for row in hyp.word_alignment],
+            "hard": pharaoh(hyp.hard_alignment(threshold))}
+
+
+def print_heatmap(hyp, out=sys.stdout) -> None:
+    """α over words as shaded cells, for a terminal."""
+    shades = " ░▒▓█"
+    src, tgt, weights = hyp.source_words, hyp.target_words, hyp.word_alignment
+    width = max((len(w) for w in tgt), default=0)
+    for j, word in enumerate(src):
+        print(" " * (width + 1) + "  " * j + f"↓ {word}", file=out)
+    for i, word in enumerate(tgt):
+        cells = "".join(shades[min(4, int(w * 5))] * 2 for w in weights[i])
+        print(f"{word:>{width}} {cells}", file=out)
+
+
+def _read_inputs(args: argparse.Namespace) -> list[str]:
+    if args.text:
+        return args.text
+    stream = sys.stdin if args.input in (None, "-") else open(args.input, encoding="utf-8")
+    return [line.rstrip("\n") for line in stream]
+
+
+def cmd_translate(args: argparse.Namespace) -> int:
+    texts = _read_inputs(args)
+    options = _options(args)
+    if args.server:
+        from .client import Client
+        with Client(args.server, timeout=args.timeout) as client:
+            translations = client.translate(texts, options, alignment=args.alignment, threshold=args.threshold,
+                                            replace_unk=args.replace_unk, model=args.model_name)
+    else:
+        if not args.model:
+            raise SystemExit("attnmt translate: give --model DIR (offline) or --server HOST:PORT")
+        from .engine import Engine, EngineOptions
+        from .translator import Translator
+        translator = Translator(Engine(args.model, EngineOptions(device=args.device)), max_tokens=10_000)
+        translations = []
+        batch = 256
+        progress = sys.stderr.isatty() and len(texts) > batch
+        for start in range(0, len(texts), batch):
+            translations += translator.translate(texts[start:start + batch], options, replace_unk=args.replace_unk)
+            if progress:
+                print(f"\r{len(translations)}/{len(texts)} sentences", end="", file=sys.stderr, flush=True)
+        if progress:
+            print(file=sys.stderr)
+    out = open(args.output, "w", encoding="utf-8") if args.output not in (None, "-") else sys.stdout
+    for t in translations:
+        for hyp in t.hypotheses:
+            if args.json:
+                print(json.dumps({"source": t.source, **hypothesis_json(hyp, args.threshold)}, ensure_ascii=False),
+                      file=out)
+            else:
+                print(format_hypothesis(hyp, args.alignment, args.threshold), file=out)
+    if out is sys.stdout and sys.stdout.isatty() and len(translations) == 1 and not args.json:
+        print_heatmap(translations[0].best)
+    if args.plot and translations:
+        from .plotting import plot_alignment
+        plot_alignment(translations[0].best, Path(args.plot), title=translations[0].source[:80])
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .server import run
+    return run(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="attnmt", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("serve", help="serve models over gRPC (settings: ATTNMT_* or --config)")
+    p.add_argument("--config", type=Path, help="TOML or YAML settings file")
+    p.add_argument("--model", action="append", type=Path, help="model directory (repeat to serve several)")
+    p.add_argument("--port", type=int, help="gRPC port (default 50051)")
+    p.add_argument("--metrics-port", type=int, help="Prometheus port (default 9090)")
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("translate", help="translate text offline (--model) or through a server (--server)")
+    p.add_argument("text", nargs="*", help="sentences (default: read --input or stdin, one per line)")
+    p.add_argument("--model", type=Path, help="model directory (offline)")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--server", help="HOST:PORT of an attnmt server")
+    p.add_argument("--model-name", default="", help="with --server: which served model")
+    p.add_argument("--timeout", type=float, default=60.0)
+    p.add_argument("-i", "--input", help="input file, one sentence a line ('-': stdin)")
+    p.add_argument("-o", "--output", help="output file ('-': stdout)")
+    p.add_argument("--plot", help="write the first sentence's alignment heatmap (PNG)")
+    _search_arguments(p)
+    p.set_defaults(func=cmd_translate)
+
+    from attnmt.model.cli import register
+    register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args) or 0
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

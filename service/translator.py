@@ -1,0 +1,129 @@
+"""Text in, translations with alignments out: tokenisation, input checks, and
+turning a finished `Search` into what callers use. Shared by the server,
+`attnmt translate` and `attnmt evaluate`."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from .alignment import EOS_TOKEN, aggregate_to_words, hard_pairs, word_groups
+from .decoding import Search, SearchOptions, decode_all
+from .engine import Engine
+from .errors import InvalidInput
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+@dataclass
+class Hypothesis:
+    text: str
+    target_tokens: list[str]       # pieces, ending with </s> unless the length limit cut the output
+    token_log_probs: list[float]
+    log_prob: float
+    score: float
+    alignment: np.ndarray          # α: target pieces x source pieces, rows sum to 1
+    source_tokens: list[str]
+
+    @cached_property
+    def _words(self) -> tuple[list[str], list[str], np.ndarray]:
+        src_groups, tgt_groups = word_groups(self.source_tokens), word_groups(self.target_tokens)
+        join = lambda tokens, g: "".join(tokens[i] for i in g).replace("\u2581", "") or "\u2581"  # noqa: E731
+        return ([join(self.source_tokens, g) for g in src_groups], [join(self.target_tokens, g) for g in tgt_groups],
+                aggregate_to_words(self.alignment, src_groups, tgt_groups))
+
+    @property
+    def source_words(self) -> list[str]:
+        return self._words[0]
+
+    @property
+    def target_words(self) -> list[str]:
+        return self._words[1]
+
+    @property
+    def word_alignment(self) -> np.ndarray:
+        """α aggregated to words (sum over source pieces, mean over target pieces)."""
+        return self._words[2]
+
+    def hard_alignment(self, threshold: float | None = None, level: str = "words") -> list[tuple[int, int]]:
+        if level == "pieces":
+            return hard_pairs(self.alignment, self.source_tokens, self.target_tokens, threshold)
+        return hard_pairs(self.word_alignment, self.source_words, self.target_words, threshold)
+
+
+@dataclass
+class Translation:
+    source: str
+    source_tokens: list[str]
+    hypotheses: list[Hypothesis] = field(default_factory=list)
+
+    @property
+    def best(self) -> Hypothesis:
+        return self.hypotheses[0]
+
+
+def normalise(text: str) -> str:
+    """NFC, control characters to spaces, whitespace collapsed."""
+    return " ".join(_CONTROL.sub(" ", unicodedata.normalize("NFC", text)).split())
+
+
+class Translator:
+    """One served model: its engine plus text handling."""
+
+    def __init__(self, engine: Engine, max_tokens: int = 256):
+        self.engine = engine
+        self.tokenizer = engine.tokenizer
+        self.max_tokens = max_tokens
+
+    @property
+    def name(self) -> str:
+        return self.engine.manifest.name
+
+    def encode(self, text: str, what: str = "text") -> list[int]:
+        ids = self.tokenizer.encode(normalise(text))
+        if len(ids) + 1 > self.max_tokens:
+            raise InvalidInput(f"{what} has {len(ids) + 1} tokens, over the limit of {self.max_tokens} "
+                               "(max_tokens_per_sentence)")
+        return ids + [self.engine.eos_id]
+
+    def search(self, text: str, options: SearchOptions, target: str | None = None, tag: object = None) -> Search:
+        """A Search ready to join a DecodeBatch; with `target`, forced decoding of that target."""
+        forced = None if target is None else self.encode(target, "target")
+        return Search(self.encode(text, "source"), options, forced=forced, tag=tag)
+
+    def result(self, text: str, search: Search, replace_unk: bool = False) -> Translation:
+        source_tokens = self.tokenizer.pieces(search.source)
+        translation = Translation(text, source_tokens)
+        eos = self.engine.eos_id
+        for hyp in search.best():
+            pieces = self.tokenizer.pieces(hyp.tokens)
+            if replace_unk:
+                # Luong et al. (2015): copy the source piece the model attended to most.
+                pieces = [source_tokens[int(hyp.alignment[i].argmax())] if t == self.engine.unk_id else p
+                          for i, (t, p) in enumerate(zip(hyp.tokens, pieces))]
+            words = [p for t, p in zip(hyp.tokens, pieces) if t != eos]
+            translation.hypotheses.append(Hypothesis(
+                text=self.tokenizer.decode_pieces(words), target_tokens=pieces,
+                token_log_probs=hyp.token_log_probs, log_prob=hyp.log_prob, score=hyp.score,
+                alignment=hyp.alignment, source_tokens=source_tokens))
+        return translation
+
+    def translate(self, texts: list[str], options: SearchOptions = SearchOptions(), max_rows: int = 64,
+                  replace_unk: bool = False) -> list[Translation]:
+        """Offline batch translation (the server schedules instead)."""
+        searches = [self.search(t, options) for t in texts]
+        decode_all(self.engine, searches, max_rows)
+        return [self.result(t, s, replace_unk) for t, s in zip(texts, searches)]
+
+    def align(self, pairs: list[tuple[str, str]], max_rows: int = 64) -> list[Translation]:
+        """Forced alignment: score and align given targets."""
+        searches = [self.search(s, SearchOptions(), target=t) for s, t in pairs]
+        decode_all(self.engine, searches, max_rows)
+        return [self.result(s, search) for (s, _), search in zip(pairs, searches)]
+
+
+__all__ = ["Translator", "Translation", "Hypothesis", "EOS_TOKEN", "normalise"]

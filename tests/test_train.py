@@ -1,0 +1,43 @@
+import json
+
+import torch
+
+from attnmt.model.train import TrainConfig, load_model, train
+
+from conftest import tiny_config, write_corpus
+
+
+def test_tiny_corpus_trains_and_loss_falls(tiny_run):
+    history = json.loads((tiny_run / "history.json").read_text())
+    assert len(history) >= 3
+    assert history[-1]["dev_bleu"] > history[0]["dev_bleu"]
+    assert max(h["dev_bleu"] for h in history) > 50       # the toy language is learnable
+    log = (tiny_run / "train.log").read_text()
+    losses = [float(line.split("loss ")[1].split()[0]) for line in log.splitlines() if " loss " in line]
+    assert losses[-1] < losses[0] / 2
+    assert (tiny_run / "best.pt").exists() and (tiny_run / "spm.model").exists()
+
+
+def test_interrupted_run_resumes_where_it_stopped(tmp_path):
+    data = write_corpus(tmp_path / "data", {"train": 300, "dev": 10})
+    run = tmp_path / "run"
+    cfg = tiny_config(data, max_epochs=1, checkpoint_every=5, log_every=5)
+    # Stop after a few steps, as a killed process would (the time limit stands in for the kill).
+    first = train(TrainConfig(**{**cfg.__dict__, "max_minutes": 1e-9}), run)
+    assert first["steps"] == 5
+    resumed = train(cfg, run)
+    assert resumed["steps"] > first["steps"]
+    assert "resumed from step 5" in (run / "train.log").read_text()
+    model = load_model(run / "last.pt")
+    assert isinstance(model, torch.nn.Module)
+
+
+def test_unknown_option_is_named(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("learning_rat: 0.1\n")
+    try:
+        TrainConfig.from_yaml(path)
+    except ValueError as e:
+        assert "learning_rat" in str(e)
+    else:
+        raise AssertionError("unknown option accepted")
