@@ -29,7 +29,10 @@ install: $(VENV)/.dev
 serve: $(VENV)/.runtime
 	$(BIN)/attnmt serve --model $(MODEL)
 
+# promtool (Debian `prometheus`) checks the live /metrics scrape and the alert rules.
 test: $(VENV)/.dev
+	@command -v promtool >/dev/null || (apt-get update -qq && apt-get install -y -qq prometheus >/dev/null) \
+		|| echo "promtool could not be installed: the promtool checks will be skipped"
 	$(BIN)/python -m pytest -q
 
 data: $(VENV)/.dev

@@ -30,5 +30,9 @@ class Unavailable(AttnmtError):
     """The server is draining or not ready."""
 
 
+class DeadlineExceeded(AttnmtError):
+    """The request's deadline passed before its sentences were done."""
+
+
 class DecodeFailed(AttnmtError):
     """A decoder step failed; only the sentences in that step are affected."""

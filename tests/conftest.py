@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 # A toy language pair: each source word has one target word; adjective-noun
@@ -85,3 +86,153 @@ def engine(tiny_model):
 def translator(engine):
     from attnmt.service.translator import Translator
     return Translator(engine)
+
+
+def markov_model(tmp_path: Path, tokenizer_dir: Path, table: np.ndarray, vocab: int | None = None) -> Path:
+    """A model directory whose decoder ignores the source: log p(y_i | y_{i-1}) = table[y_{i-1}].
+    With fewer table rows than `vocab`, a step on a later token fails inside ONNX Runtime."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from attnmt.service.manifest import SCHEMA_VERSION, file_entries, write_manifest
+    vocab = vocab or table.shape[0]
+    enc = helper.make_graph(
+        [helper.make_node("Cast", ["src_tokens"], ["tok_f"], to=TensorProto.FLOAT),
+         helper.make_node("Unsqueeze", ["tok_f", "axis2"], ["annotations"]),
+         helper.make_node("Identity", ["annotations"], ["keys"]),
+         helper.make_node("Shape", ["src_tokens"], ["shape"]),
+         helper.make_node("Gather", ["shape", "one"], ["src_len"], axis=0),
+         helper.make_node("Range", ["zero", "src_len", "one"], ["positions"]),
+         helper.make_node("Unsqueeze", ["src_lengths", "axis1"], ["len_col"]),
+         helper.make_node("Less", ["positions", "len_col"], ["src_mask"]),
+         helper.make_node("ReduceSum", ["annotations", "axis1"], ["sum"], keepdims=0),
+         helper.make_node("Mul", ["sum", "zero_f"], ["init_state"])],
+        "encoder",
+        [helper.make_tensor_value_info("src_tokens", TensorProto.INT64, ["B", "S"]),
+         helper.make_tensor_value_info("src_lengths", TensorProto.INT64, ["B"])],
+        [helper.make_tensor_value_info(n, t, None) for n, t in (("annotations", TensorProto.FLOAT),
+         ("keys", TensorProto.FLOAT), ("src_mask", TensorProto.BOOL), ("init_state", TensorProto.FLOAT))],
+        [helper.make_tensor("axis1", TensorProto.INT64, [1], [1]), helper.make_tensor("axis2", TensorProto.INT64, [1], [2]),
+         helper.make_tensor("one", TensorProto.INT64, [], [1]), helper.make_tensor("zero", TensorProto.INT64, [], [0]),
+         helper.make_tensor("zero_f", TensorProto.FLOAT, [], [0.0])])
+    dec = helper.make_graph(
+        [helper.make_node("Gather", ["table", "prev_tokens"], ["log_probs"], axis=0),
+         helper.make_node("Identity", ["state"], ["new_state"]),
+         helper.make_node("Cast", ["src_mask"], ["mask_f"], to=TensorProto.FLOAT),
+         helper.make_node("ReduceSum", ["mask_f", "axis1"], ["count"], keepdims=1),
+         helper.make_node("Div", ["mask_f", "count"], ["alpha"]),
+         helper.make_node("Identity", ["annotations"], ["unused_a"]),
+         helper.make_node("Identity", ["keys"], ["unused_k"])],
+        "decoder_step",
+        [helper.make_tensor_value_info("prev_tokens", TensorProto.INT64, ["B"]),
+         helper.make_tensor_value_info("state", TensorProto.FLOAT, ["B", 1]),
+         helper.make_tensor_value_info("annotations", TensorProto.FLOAT, ["B", "S", 1]),
+         helper.make_tensor_value_info("keys", TensorProto.FLOAT, ["B", "S", 1]),
+         helper.make_tensor_value_info("src_mask", TensorProto.BOOL, ["B", "S"])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("log_probs", "new_state", "alpha")],
+        [helper.make_tensor("table", TensorProto.FLOAT, table.shape, table.flatten().tolist()),
+         helper.make_tensor("axis1", TensorProto.INT64, [1], [1])])
+    out = tmp_path / "markov"
+    out.mkdir()
+    opset = [helper.make_opsetid("", 17)]
+    onnx.save(helper.make_model(enc, opset_imports=opset, ir_version=8), str(out / "encoder.onnx"))
+    onnx.save(helper.make_model(dec, opset_imports=opset, ir_version=8), str(out / "decoder_step.onnx"))
+    (out / "spm.model").write_bytes((tokenizer_dir / "spm.model").read_bytes())
+    write_manifest(out, {"schema_version": SCHEMA_VERSION, "name": "markov", "version": "1", "source_language": "xx",
+                         "target_language": "yy", "vocab_size": vocab,
+                         "files": file_entries(out, ["encoder.onnx", "decoder_step.onnx", "spm.model"])})
+    return out
+
+
+# --- running real servers -----------------------------------------------------
+
+import os  # noqa: E402
+import re  # noqa: E402
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+
+_SERVING = re.compile(r"serving .* on (?P<host>\S+):(?P<port>\d+) .*metrics on \S+:(?P<metrics>\d+|off)")
+
+
+class RunningServer:
+    """`attnmt serve` in a subprocess on free loopback ports."""
+
+    def __init__(self, models: list[Path], env: dict[str, str] | None = None, timeout: float = 60):
+        settings = {"ATTNMT_HOST": "127.0.0.1", "ATTNMT_PORT": "0", "ATTNMT_METRICS_HOST": "127.0.0.1",
+                    "ATTNMT_METRICS_PORT": "0", "ATTNMT_MODELS": ",".join(str(m) for m in models),
+                    "ATTNMT_INTRA_OP_THREADS": "1", "ATTNMT_LOG_LEVEL": "info", **(env or {})}
+        self.proc = subprocess.Popen([sys.executable, "-m", "attnmt.service.cli", "serve"],
+                                     env={**os.environ, **settings}, stderr=subprocess.PIPE, text=True)
+        self.log: list[str] = []
+        deadline = time.monotonic() + timeout
+        match = None
+        while match is None:
+            line = self.proc.stderr.readline()
+            if not line:
+                raise RuntimeError("server exited before serving:\n" + "".join(self.log))
+            self.log.append(line)
+            match = _SERVING.search(line)
+            if time.monotonic() > deadline:
+                raise RuntimeError("server did not start:\n" + "".join(self.log))
+        self.port = int(match["port"])
+        self.metrics_port = None if match["metrics"] == "off" else int(match["metrics"])
+        self.address = f"127.0.0.1:{self.port}"
+        self._drain = threading.Thread(target=self._read_log, daemon=True)
+        self._drain.start()
+
+    def _read_log(self) -> None:
+        for line in self.proc.stderr:
+            self.log.append(line)
+
+    def scrape(self) -> str:
+        import urllib.request
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as r:
+            return r.read().decode()
+
+    def metric(self, name: str, **labels: str) -> float:
+        """Sum of the samples of `name` whose labels include `labels`."""
+        total = 0.0
+        for line in self.scrape().splitlines():
+            if line.startswith("#") or not line.startswith(name):
+                continue
+            series, value = line.rsplit(" ", 1)
+            metric_name = series.split("{", 1)[0]
+            if metric_name != name:
+                continue
+            if all(f'{k}="{v}"' in series for k, v in labels.items()):
+                total += float(value)
+        return total
+
+    def terminate(self, timeout: float = 30) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+
+    def __enter__(self) -> "RunningServer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.terminate()
+
+
+@pytest.fixture(scope="module")
+def server(tiny_model):
+    with RunningServer([tiny_model], {"ATTNMT_DEFAULT_BEAM_SIZE": "1"}) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def stub(server):
+    import grpc
+
+    from attnmt.service.stubs import translator_pb2_grpc
+    channel = grpc.insecure_channel(server.address)
+    yield translator_pb2_grpc.TranslatorStub(channel)
+    channel.close()

@@ -1,11 +1,7 @@
 """The engine's search: batch invariance, beam vs greedy, alignments, forced alignment."""
 
-from pathlib import Path
-
 import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper
 
 from attnmt.model.search import translate_ids
 from attnmt.model.train import load_model
@@ -13,10 +9,9 @@ from attnmt.service.alignment import aggregate_to_words, hard_pairs, word_groups
 from attnmt.service.decoding import DecodeBatch, Search, SearchOptions, decode_all
 from attnmt.service.engine import Engine
 from attnmt.service.errors import InvalidInput
-from attnmt.service.manifest import SCHEMA_VERSION, file_entries, write_manifest
 from attnmt.service.translator import Translator
 
-from conftest import synthetic_corpus
+from conftest import markov_model, synthetic_corpus
 
 SHORT = "peru vidas kasa ."
 LONG = "kasa granda amas libo nova . gato roja havas arbo blanka . sola vidas luna . peru amas mesa roja ."
@@ -140,57 +135,6 @@ def test_unknown_piece_is_replaced_from_the_source(translator):
 
 
 # --- a constructed model on which greedy search cannot find the best output ---
-
-def markov_model(tmp_path: Path, tokenizer_dir: Path, table: np.ndarray) -> Path:
-    """A model directory whose decoder ignores the source: log p(y_i | y_{i-1}) = table[y_{i-1}]."""
-    vocab = table.shape[0]
-    enc = helper.make_graph(
-        [helper.make_node("Cast", ["src_tokens"], ["tok_f"], to=TensorProto.FLOAT),
-         helper.make_node("Unsqueeze", ["tok_f", "axis2"], ["annotations"]),
-         helper.make_node("Identity", ["annotations"], ["keys"]),
-         helper.make_node("Shape", ["src_tokens"], ["shape"]),
-         helper.make_node("Gather", ["shape", "one"], ["src_len"], axis=0),
-         helper.make_node("Range", ["zero", "src_len", "one"], ["positions"]),
-         helper.make_node("Unsqueeze", ["src_lengths", "axis1"], ["len_col"]),
-         helper.make_node("Less", ["positions", "len_col"], ["src_mask"]),
-         helper.make_node("ReduceSum", ["annotations", "axis1"], ["sum"], keepdims=0),
-         helper.make_node("Mul", ["sum", "zero_f"], ["init_state"])],
-        "encoder",
-        [helper.make_tensor_value_info("src_tokens", TensorProto.INT64, ["B", "S"]),
-         helper.make_tensor_value_info("src_lengths", TensorProto.INT64, ["B"])],
-        [helper.make_tensor_value_info(n, t, None) for n, t in (("annotations", TensorProto.FLOAT),
-         ("keys", TensorProto.FLOAT), ("src_mask", TensorProto.BOOL), ("init_state", TensorProto.FLOAT))],
-        [helper.make_tensor("axis1", TensorProto.INT64, [1], [1]), helper.make_tensor("axis2", TensorProto.INT64, [1], [2]),
-         helper.make_tensor("one", TensorProto.INT64, [], [1]), helper.make_tensor("zero", TensorProto.INT64, [], [0]),
-         helper.make_tensor("zero_f", TensorProto.FLOAT, [], [0.0])])
-    dec = helper.make_graph(
-        [helper.make_node("Gather", ["table", "prev_tokens"], ["log_probs"], axis=0),
-         helper.make_node("Identity", ["state"], ["new_state"]),
-         helper.make_node("Cast", ["src_mask"], ["mask_f"], to=TensorProto.FLOAT),
-         helper.make_node("ReduceSum", ["mask_f", "axis1"], ["count"], keepdims=1),
-         helper.make_node("Div", ["mask_f", "count"], ["alpha"]),
-         helper.make_node("Identity", ["annotations"], ["unused_a"]),
-         helper.make_node("Identity", ["keys"], ["unused_k"])],
-        "decoder_step",
-        [helper.make_tensor_value_info("prev_tokens", TensorProto.INT64, ["B"]),
-         helper.make_tensor_value_info("state", TensorProto.FLOAT, ["B", 1]),
-         helper.make_tensor_value_info("annotations", TensorProto.FLOAT, ["B", "S", 1]),
-         helper.make_tensor_value_info("keys", TensorProto.FLOAT, ["B", "S", 1]),
-         helper.make_tensor_value_info("src_mask", TensorProto.BOOL, ["B", "S"])],
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("log_probs", "new_state", "alpha")],
-        [helper.make_tensor("table", TensorProto.FLOAT, table.shape, table.flatten().tolist()),
-         helper.make_tensor("axis1", TensorProto.INT64, [1], [1])])
-    out = tmp_path / "markov"
-    out.mkdir()
-    opset = [helper.make_opsetid("", 17)]
-    onnx.save(helper.make_model(enc, opset_imports=opset, ir_version=8), str(out / "encoder.onnx"))
-    onnx.save(helper.make_model(dec, opset_imports=opset, ir_version=8), str(out / "decoder_step.onnx"))
-    (out / "spm.model").write_bytes((tokenizer_dir / "spm.model").read_bytes())
-    write_manifest(out, {"schema_version": SCHEMA_VERSION, "name": "markov", "version": "1", "source_language": "xx",
-                         "target_language": "yy", "vocab_size": vocab,
-                         "files": file_entries(out, ["encoder.onnx", "decoder_step.onnx", "spm.model"])})
-    return out
-
 
 def test_beam_finds_the_better_hypothesis_greedy_misses(tiny_model, engine, tmp_path):
     vocab, bos, eos, a, b = engine.manifest.vocab_size, engine.bos_id, engine.eos_id, 10, 11

@@ -1,0 +1,117 @@
+"""A Python client for attnmt servers.
+
+    from attnmt.service.client import Client
+    with Client("localhost:50051") as client:
+        t = client.translate(["Y dijo Dios: Sea la luz."], beam_size=5)[0]
+        print(t.best.text, t.best.hard_alignment())
+
+Results are the same `Translation`/`Hypothesis` objects the offline translator
+returns (soft alignment over pieces, words and hard links derived from it).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Iterator
+
+import grpc
+import numpy as np
+
+from .decoding import SearchOptions
+from .stubs import translator_pb2 as pb
+from .stubs import translator_pb2_grpc as pb_grpc
+from .translator import Hypothesis, Translation
+
+
+def _hypothesis(h: pb.Hypothesis, source_tokens: list[str]) -> Hypothesis:
+    rows = [list(r.weights) for r in h.alignment.rows]
+    alignment = np.array(rows, dtype=np.float32) if rows else np.zeros((0, len(source_tokens)), dtype=np.float32)
+    return Hypothesis(text=h.text, target_tokens=list(h.target_tokens), token_log_probs=list(h.token_log_probs),
+                      log_prob=h.log_prob, score=h.score, alignment=alignment, source_tokens=source_tokens)
+
+
+def translation_from_pb(source: str, t: pb.Translation) -> Translation:
+    tokens = list(t.source_tokens)
+    return Translation(source, tokens, [_hypothesis(h, tokens) for h in t.hypotheses])
+
+
+def options_pb(options: SearchOptions, alignment: str = "soft", threshold: float | None = None,
+               replace_unk: bool = False) -> pb.DecodingOptions:
+    kinds = {"none": pb.ALIGNMENT_NONE, "soft": pb.ALIGNMENT_SOFT, "words": pb.ALIGNMENT_WORDS, "hard": pb.ALIGNMENT_HARD}
+    message = pb.DecodingOptions(beam_size=options.beam_size, n_best=options.n_best,
+                                 length_penalty=options.length_penalty, max_length_ratio=options.max_length_ratio,
+                                 max_length_extra=options.max_length_extra, alignment=kinds[alignment],
+                                 replace_unknown=replace_unk)
+    if threshold is not None:
+        message.alignment_threshold = threshold
+    return message
+
+
+class Client:
+    def __init__(self, target: str, timeout: float | None = 60.0, root_certificates: bytes | None = None,
+                 private_key: bytes | None = None, certificate_chain: bytes | None = None,
+                 max_message_bytes: int = 64 * 1024 * 1024):
+        options = [("grpc.max_receive_message_length", max_message_bytes),
+                   ("grpc.max_send_message_length", max_message_bytes)]
+        if root_certificates is not None:
+            credentials = grpc.ssl_channel_credentials(root_certificates, private_key, certificate_chain)
+            self.channel = grpc.secure_channel(target, credentials, options=options)
+        else:
+            self.channel = grpc.insecure_channel(target, options=options)
+        self.stub = pb_grpc.TranslatorStub(self.channel)
+        self.timeout = timeout
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.channel.close()
+
+    def translate(self, texts: list[str], options: SearchOptions | None = None, *, alignment: str = "soft",
+                  threshold: float | None = None, replace_unk: bool = False, model: str = "",
+                  **option_values) -> list[Translation]:
+        """Translate sentences; soft alignment (the default) lets words and hard links be derived locally."""
+        options = options or SearchOptions(**option_values)
+        # Ask for piece-level α whatever the display wants: words and hard links derive from it.
+        wire_alignment = "soft" if alignment != "none" else "none"
+        request = pb.TranslateRequest(sentences=texts, model=model,
+                                      options=options_pb(options, wire_alignment, threshold, replace_unk))
+        response = self.stub.Translate(request, timeout=self.timeout)
+        return [translation_from_pb(s, t) for s, t in zip(texts, response.translations)]
+
+    def align(self, source: str, target: str, model: str = "") -> Translation:
+        response = self.stub.Align(pb.AlignRequest(source=source, target=target, model=model,
+                                                   alignment=pb.ALIGNMENT_SOFT), timeout=self.timeout)
+        tokens = list(response.source_tokens)
+        return Translation(source, tokens, [_hypothesis(response.hypothesis, tokens)])
+
+    def stream(self, items: Iterable[tuple[str, str]], options: SearchOptions | None = None, model: str = "",
+               alignment: str = "none") -> Iterator[tuple[str, Translation | pb.Error]]:
+        """Bulk translation: (id, sentence) in, (id, Translation or Error) out as each finishes."""
+        options = options or SearchOptions()
+        sources: dict[str, str] = {}
+
+        def requests():
+            first = True
+            for key, sentence in items:
+                sources[key] = sentence
+                message = pb.StreamRequest(id=key, sentence=sentence)
+                if first:
+                    message.model = model
+                    message.options.CopyFrom(options_pb(options, alignment))
+                    first = False
+                yield message
+
+        for response in self.stub.TranslateStream(requests(), timeout=self.timeout):
+            if response.HasField("error"):
+                yield response.id, response.error
+            else:
+                yield response.id, translation_from_pb(sources.get(response.id, ""), response.translation)
+
+    def list_models(self) -> list[pb.ModelInfo]:
+        return list(self.stub.ListModels(pb.ListModelsRequest(), timeout=self.timeout).models)
+
+    def get_model(self, name: str = "") -> pb.ModelInfo:
+        return self.stub.GetModel(pb.GetModelRequest(name=name), timeout=self.timeout)

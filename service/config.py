@@ -1,0 +1,133 @@
+"""All server configuration, in one place.
+
+Sources, later ones winning: defaults below, a TOML or YAML file (`attnmt serve
+--config FILE` or `ATTNMT_CONFIG`), environment variables `ATTNMT_<FIELD>`
+(e.g. `ATTNMT_PORT=50052`, `ATTNMT_MODELS=/m/a,/m/b`), then command-line flags.
+An invalid value stops start-up with a message naming the field.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, InitSettingsSource, NoDecode, SettingsConfigDict
+from typing_extensions import Annotated
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BUNDLED_MODEL = REPO_ROOT / "models" / "rnnsearch-es-en"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="ATTNMT_", extra="forbid", validate_default=True)
+
+    # --- network ---
+    host: str = Field("[::]", description="gRPC listen address ('[::]': all interfaces)")
+    port: int = Field(50051, ge=0, le=65535, description="gRPC port (0: pick a free one)")
+    metrics_host: str = Field("0.0.0.0", description="Prometheus /metrics listen address")
+    metrics_port: int = Field(8002, ge=0, le=65535, description="Prometheus port (0: pick a free one)")
+    metrics_enabled: bool = Field(True, description="serve /metrics")
+    reflection: bool = Field(True, description="gRPC server reflection (grpcurl without the .proto)")
+    tls_cert: Path | None = Field(None, description="PEM server certificate; with tls_key enables TLS")
+    tls_key: Path | None = Field(None, description="PEM private key of tls_cert")
+    tls_client_ca: Path | None = Field(None, description="PEM CA bundle; when set, clients must present a certificate "
+                                                         "it signed (mutual TLS)")
+
+    # --- models ---
+    models: Annotated[list[Path], NoDecode] = Field(
+        default_factory=lambda: [BUNDLED_MODEL],
+        description="model directories to serve (env: comma-separated); the name in each manifest selects it")
+    default_model: str | None = Field(None, description="model used when a request names none "
+                                                        "(default: the first in `models`)")
+    device: Literal["cpu", "cuda"] = Field("cpu", description="execution provider; cuda refuses to start "
+                                                              "if ONNX Runtime cannot use the GPU")
+    intra_op_threads: int = Field(0, ge=0, description="ONNX Runtime threads per step (0: one per core)")
+    inter_op_threads: int = Field(1, ge=0, description="ONNX Runtime inter-op threads")
+    graph_optimization: Literal["disable", "basic", "extended", "all"] = Field("all", description="ORT graph optimisation")
+    allow_spinning: bool = Field(True, description="ORT worker threads spin between steps (lower latency, busier cores)")
+    warmup: bool = Field(True, description="translate one sentence per model before reporting SERVING")
+
+    # --- scheduling ---
+    batching: Literal["continuous", "request"] = Field(
+        "continuous", description="continuous: sentences join and leave the decode batch at every step; "
+                                  "request: a batch is formed, decoded to the end, then the next one starts")
+    max_batch_rows: int = Field(64, ge=1, le=4096, description="decoder rows per step (a beam of k takes k rows)")
+    max_batch_tokens: int = Field(8192, ge=16, description="rows x longest source length allowed in one step")
+    max_queue_delay_ms: float = Field(2.0, ge=0, le=10_000, description="wait this long for more sentences "
+                                                                        "before starting a step on an idle batch")
+    max_queue: int = Field(1024, ge=1, description="sentences waiting for admission; beyond it RESOURCE_EXHAUSTED")
+    retry_after_seconds: float = Field(0.5, gt=0, description="retry hint sent with RESOURCE_EXHAUSTED")
+    grace_period_seconds: float = Field(20.0, ge=0, description="on SIGTERM: time for in-flight requests to finish")
+
+    # --- request limits ---
+    max_sentences_per_request: int = Field(64, ge=1, description="sentences in one Translate or Align call")
+    max_chars_per_sentence: int = Field(2000, ge=1, description="characters in one sentence")
+    max_tokens_per_sentence: int = Field(256, ge=2, description="SentencePiece tokens in one sentence (with </s>)")
+    max_message_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="largest gRPC message accepted or sent")
+    max_beam_size: int = Field(16, ge=1, description="largest beam a request may ask for")
+    default_beam_size: int = Field(5, ge=1, description="beam size when a request sets 0")
+    max_stream_in_flight: int = Field(64, ge=1, description="sentences one TranslateStream call may have in flight")
+
+    log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="logging level")
+
+    @field_validator("models", mode="before")
+    @classmethod
+    def _split_models(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [p.strip() for p in value.split(",") if p.strip()]
+        return value
+
+    @model_validator(mode="after")
+    def _check(self) -> "Settings":
+        if not self.models:
+            raise ValueError("models: at least one model directory is required")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("tls_cert and tls_key must be set together")
+        if self.tls_client_ca is not None and self.tls_cert is None:
+            raise ValueError("tls_client_ca (mutual TLS) needs tls_cert and tls_key")
+        if self.default_beam_size > self.max_beam_size:
+            raise ValueError("default_beam_size must not exceed max_beam_size")
+        return self
+
+
+class ConfigError(Exception):
+    """Invalid configuration; the message names the field."""
+
+
+def read_config_file(path: Path) -> dict:
+    text = Path(path).read_text(encoding="utf-8")
+    if Path(path).suffix == ".toml":
+        return tomllib.loads(text)
+    return yaml.safe_load(text) or {}
+
+
+def load_settings(config_file: Path | None = None, **flags: Any) -> Settings:
+    """Flags (None ignored) beat the environment, which beats the file, which beats the defaults."""
+    config_file = config_file or (Path(os.environ["ATTNMT_CONFIG"]) if os.environ.get("ATTNMT_CONFIG") else None)
+    file_values = read_config_file(config_file) if config_file else {}
+    flag_values = {k: v for k, v in flags.items() if v is not None}
+
+    class Layered(Settings):
+        @classmethod
+        def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings,
+                                       file_secret_settings):
+            # First source wins.
+            return (InitSettingsSource(settings_cls, init_kwargs=flag_values), env_settings,
+                    InitSettingsSource(settings_cls, init_kwargs=file_values))
+
+    try:
+        return Settings.model_validate(Layered().model_dump())
+    except ValidationError as e:
+        raise ConfigError(_explain(e)) from e
+
+
+def _explain(error: ValidationError) -> str:
+    lines = []
+    for e in error.errors():
+        field = ".".join(str(p) for p in e["loc"]) or "settings"
+        lines.append(f"invalid configuration: {field}: {e['msg']} (got {e.get('input')!r})")
+    return "\n".join(lines)

@@ -1,0 +1,94 @@
+"""The grpc.aio interceptor behind the `grpc_server_*` metrics
+(py-grpc-prometheus has no aio interceptor, and grpc.aio refuses sync ones)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import grpc
+
+from .metrics import Metrics
+
+OK = grpc.StatusCode.OK.name
+
+
+def _code(context, error: BaseException | None) -> str:
+    if error is None:
+        code = context.code()
+        return code.name if isinstance(code, grpc.StatusCode) else OK
+    if isinstance(error, asyncio.CancelledError):
+        remaining = context.time_remaining()
+        return "DEADLINE_EXCEEDED" if remaining is not None and remaining <= 0 else "CANCELLED"
+    code = context.code()
+    return code.name if isinstance(code, grpc.StatusCode) and code != grpc.StatusCode.OK else "UNKNOWN"
+
+
+class MetricsInterceptor(grpc.aio.ServerInterceptor):
+    def __init__(self, metrics: Metrics):
+        self.m = metrics
+
+    async def intercept_service(self, continuation, details: grpc.HandlerCallDetails):
+        handler = await continuation(details)
+        if handler is None:
+            return None
+        _, service, method = details.method.split("/", 2) if details.method.count("/") == 2 else ("", "", details.method)
+        kind = ("bidi_stream" if handler.request_streaming and handler.response_streaming else
+                "client_stream" if handler.request_streaming else
+                "server_stream" if handler.response_streaming else "unary")
+        labels = (service, method, kind)
+        m = self.m
+
+        def finish(context, start: float, error: BaseException | None) -> None:
+            m.handled.labels(*labels, _code(context, error)).inc()
+            m.handling.labels(*labels).observe(time.perf_counter() - start)
+
+        async def counted(requests):
+            async for request in requests:
+                m.msg_received.labels(*labels).inc()
+                yield request
+
+        if not handler.response_streaming:
+            behaviour = handler.request_streaming and handler.stream_unary or handler.unary_unary
+
+            async def unary_response(request, context):
+                m.started.labels(*labels).inc()
+                start = time.perf_counter()
+                if handler.request_streaming:
+                    request = counted(request)
+                else:
+                    m.msg_received.labels(*labels).inc()
+                try:
+                    response = await behaviour(request, context)
+                except BaseException as e:
+                    finish(context, start, e)
+                    raise
+                finish(context, start, None)
+                m.msg_sent.labels(*labels).inc()
+                return response
+
+            make = grpc.stream_unary_rpc_method_handler if handler.request_streaming else grpc.unary_unary_rpc_method_handler
+            return make(unary_response, request_deserializer=handler.request_deserializer,
+                        response_serializer=handler.response_serializer)
+
+        behaviour = handler.stream_stream if handler.request_streaming else handler.unary_stream
+
+        async def streaming_response(request, context):
+            m.started.labels(*labels).inc()
+            start = time.perf_counter()
+            if handler.request_streaming:
+                request = counted(request)
+            else:
+                m.msg_received.labels(*labels).inc()
+            try:
+                async for response in behaviour(request, context):
+                    m.msg_sent.labels(*labels).inc()
+                    yield response
+            except BaseException as e:
+                finish(context, start, e)
+                raise
+            finish(context, start, None)
+
+        make = grpc.stream_stream_rpc_method_handler if handler.request_streaming else grpc.unary_stream_rpc_method_handler
+        return make(streaming_response, request_deserializer=handler.request_deserializer,
+                    response_serializer=handler.response_serializer)

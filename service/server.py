@@ -1,0 +1,181 @@
+"""`attnmt serve`: wires settings, engines, schedulers, the servicer, health,
+reflection and metrics into one grpc.aio server, and drains it on SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1.health import aio as health_aio
+from grpc_reflection.v1alpha import reflection
+from prometheus_client import start_http_server
+
+from .config import ConfigError, Settings, load_settings
+from .decoding import SearchOptions
+from .engine import Engine, EngineOptions
+from .errors import AttnmtError
+from .interceptor import MetricsInterceptor
+from .metrics import Metrics
+from .scheduler import Scheduler, SchedulerLimits
+from .servicer import ServedModel, TranslatorServicer
+from .stubs import translator_pb2 as pb
+from .stubs import translator_pb2_grpc as pb_grpc
+from .translator import Translator
+
+log = logging.getLogger("attnmt")
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Translator"].full_name   # attnmt.v1.Translator
+WARMUP_SENTENCE = "Hola."
+
+
+class Server:
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.metrics = Metrics()
+        self.health = health_aio.HealthServicer()
+        self.models: dict[str, ServedModel] = {}
+        self.grpc: grpc.aio.Server | None = None
+        self.port = 0
+        self.metrics_port = 0
+        self._metrics_http = None
+        self._stopping: asyncio.Task | None = None
+
+    def _load_models(self) -> None:
+        s = self.settings
+        options = EngineOptions(device=s.device, intra_op_threads=s.intra_op_threads, inter_op_threads=s.inter_op_threads,
+                                optimization=s.graph_optimization, allow_spinning=s.allow_spinning)
+        limits = SchedulerLimits(max_batch_rows=s.max_batch_rows, max_batch_tokens=s.max_batch_tokens,
+                                 max_queue=s.max_queue, max_queue_delay=s.max_queue_delay_ms / 1000,
+                                 retry_after=s.retry_after_seconds, continuous=s.batching == "continuous")
+        for model_dir in s.models:
+            engine = Engine(model_dir, options)
+            name = engine.manifest.name
+            if name in self.models:
+                raise ConfigError(f"models: two model directories are both named {name!r}")
+            translator = Translator(engine, max_tokens=s.max_tokens_per_sentence)
+            self.models[name] = ServedModel(translator, Scheduler(translator, limits, self.metrics))
+            self.metrics.model_info.labels(name, engine.manifest.version, engine.provider).set(1)
+            log.info("loaded model %s (%s) from %s on %s", name, engine.manifest.version, model_dir, engine.provider)
+        default = s.default_model or next(iter(self.models))
+        if default not in self.models:
+            raise ConfigError(f"default_model: {default!r} is not among the served models {sorted(self.models)}")
+        self.default = default
+
+    def _credentials(self) -> grpc.ServerCredentials | None:
+        s = self.settings
+        if s.tls_cert is None:
+            return None
+        try:
+            key, cert = s.tls_key.read_bytes(), s.tls_cert.read_bytes()
+            ca = s.tls_client_ca.read_bytes() if s.tls_client_ca else None
+        except OSError as e:
+            raise ConfigError(f"tls: cannot read {e.filename}: {e.strerror}") from e
+        return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=ca is not None)
+
+    async def start(self) -> None:
+        s = self.settings
+        self._load_models()
+        self.servicer = TranslatorServicer(self.models, self.default, s, self.metrics)
+        self.grpc = grpc.aio.server(
+            interceptors=[MetricsInterceptor(self.metrics)],
+            options=[("grpc.so_reuseport", 0),      # a second server must fail to bind, not share the port
+                     ("grpc.max_receive_message_length", s.max_message_bytes),
+                     ("grpc.max_send_message_length", s.max_message_bytes)])
+        pb_grpc.add_TranslatorServicer_to_server(self.servicer, self.grpc)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
+        for name in ("", SERVICE_NAME):
+            await self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+        if s.reflection:
+            reflection.enable_server_reflection(
+                (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
+                self.grpc)
+        address = f"{s.host}:{s.port}"
+        credentials = self._credentials()
+        try:
+            port = self.grpc.add_secure_port(address, credentials) if credentials else self.grpc.add_insecure_port(address)
+        except RuntimeError:  # grpcio 1.85 raises; older releases return 0 (grpc/grpc#16920)
+            port = 0
+        if port == 0:
+            raise ConfigError(f"port: cannot listen on {address} (in use or not permitted)")
+        self.port = port
+        if s.metrics_enabled:
+            self._metrics_http, _ = start_http_server(s.metrics_port, s.metrics_host, registry=self.metrics.registry)
+            self.metrics_port = self._metrics_http.server_port
+        await self.grpc.start()
+        for served in self.models.values():
+            served.scheduler.start()
+        if s.warmup:
+            await self._warmup()
+        for name in ("", SERVICE_NAME):
+            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        self.metrics.ready.set(1)
+        log.info("serving %s on %s:%d (%s), metrics on %s:%s, batching=%s", ", ".join(self.models), s.host, self.port,
+                 "TLS" if credentials else "plaintext", s.metrics_host, self.metrics_port or "off", s.batching)
+
+    async def _warmup(self) -> None:
+        """One real translation per model before reporting SERVING."""
+        for served in self.models.values():
+            search = served.translator.search(WARMUP_SENTENCE, SearchOptions(beam_size=self.settings.default_beam_size,
+                                                                             n_best=1))
+            jobs = served.scheduler.submit([search], None)
+            await asyncio.gather(*(j.future for j in jobs))
+            log.info("warm-up %s: %r -> %r", served.translator.name, WARMUP_SENTENCE,
+                     served.translator.result(WARMUP_SENTENCE, search).best.text)
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Drain: NOT_SERVING, refuse new RPCs, let in-flight ones finish within the grace period."""
+        if self._stopping is None:
+            self._stopping = asyncio.ensure_future(self._stop(self.settings.grace_period_seconds if grace is None else grace))
+        await self._stopping
+
+    async def _stop(self, grace: float) -> None:
+        log.info("draining: up to %.1fs for in-flight requests", grace)
+        self.metrics.ready.set(0)
+        if hasattr(self, "servicer"):
+            self.servicer.draining = True
+        await self.health.enter_graceful_shutdown()
+        if self.grpc is not None:
+            await self.grpc.stop(grace)
+        for served in self.models.values():
+            await served.scheduler.close()
+        if self._metrics_http is not None:
+            self._metrics_http.shutdown()
+        log.info("stopped")
+
+    async def wait(self) -> None:
+        await self.grpc.wait_for_termination()
+        if self._stopping is not None:
+            await self._stopping
+
+
+async def serve(settings: Settings) -> None:
+    server = Server(settings)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, lambda: asyncio.ensure_future(server.stop()))
+    try:
+        await server.start()
+    except BaseException:
+        await server.stop(0)
+        raise
+    await server.wait()
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        settings = load_settings(args.config, port=args.port, metrics_port=args.metrics_port, models=args.model)
+    except (ConfigError, OSError) as e:
+        print(f"attnmt serve: {e}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=settings.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        asyncio.run(serve(settings))
+    except (ConfigError, AttnmtError) as e:
+        print(f"attnmt serve: {e}", file=sys.stderr)
+        return 2
+    return 0

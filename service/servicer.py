@@ -1,0 +1,232 @@
+"""The gRPC servicer: validate, protobuf -> domain, hand to the model's
+scheduler, domain -> protobuf. Domain exceptions become status codes here and
+nowhere else (`STATUS_OF`)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+
+import grpc
+from google.protobuf import any_pb2, duration_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+from . import convert
+from .config import Settings
+from .decoding import Search, SearchOptions
+from .errors import (AttnmtError, DeadlineExceeded, DecodeFailed, InvalidInput, ModelLoadError, ModelNotFound,
+                     Overloaded, Unavailable)
+from .metrics import Metrics
+from .scheduler import Job, Scheduler
+from .stubs import translator_pb2 as pb
+from .stubs import translator_pb2_grpc as pb_grpc
+from .translator import Translation, Translator, normalise
+
+log = logging.getLogger(__name__)
+
+STATUS_OF: dict[type[Exception], grpc.StatusCode] = {
+    InvalidInput: grpc.StatusCode.INVALID_ARGUMENT,
+    ModelNotFound: grpc.StatusCode.NOT_FOUND,
+    Overloaded: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    Unavailable: grpc.StatusCode.UNAVAILABLE,
+    DeadlineExceeded: grpc.StatusCode.DEADLINE_EXCEEDED,
+    DecodeFailed: grpc.StatusCode.INTERNAL,
+    ModelLoadError: grpc.StatusCode.INTERNAL,
+}
+
+
+def status_of(error: Exception) -> grpc.StatusCode:
+    for kind, code in STATUS_OF.items():
+        if isinstance(error, kind):
+            return code
+    return grpc.StatusCode.INTERNAL
+
+
+async def abort(context: grpc.aio.ServicerContext, error: Exception) -> None:
+    """End the RPC with the status for `error`; overload carries google.rpc.RetryInfo."""
+    code = status_of(error)
+    if isinstance(error, Overloaded):
+        delay = duration_pb2.Duration()
+        delay.FromNanoseconds(int(error.retry_after * 1e9))
+        detail = any_pb2.Any()
+        detail.Pack(error_details_pb2.RetryInfo(retry_delay=delay))
+        status = status_pb2.Status(code=code_pb2.RESOURCE_EXHAUSTED, message=str(error), details=[detail])
+        await context.abort_with_status(rpc_status.to_status(status))
+    await context.abort(code, str(error))
+
+
+@dataclass
+class ServedModel:
+    translator: Translator
+    scheduler: Scheduler
+
+
+class TranslatorServicer(pb_grpc.TranslatorServicer):
+    def __init__(self, models: dict[str, ServedModel], default: str, settings: Settings, metrics: Metrics):
+        self.models = models
+        self.default = default
+        self.settings = settings
+        self.metrics = metrics
+        self.draining = False
+
+    # --- helpers ---------------------------------------------------------
+
+    def _model(self, name: str) -> ServedModel:
+        if self.draining:
+            self.metrics.rejected.labels("draining").inc()
+            raise Unavailable("server is shutting down; retry on another replica")
+        served = self.models.get(name or self.default)
+        if served is None:
+            raise ModelNotFound(f"model {name!r} is not served here; served: {', '.join(sorted(self.models))}")
+        return served
+
+    def _check_text(self, text: str, field: str) -> str:
+        if len(text) > self.settings.max_chars_per_sentence:
+            raise InvalidInput(f"{field} has {len(text)} characters, over the limit of "
+                               f"{self.settings.max_chars_per_sentence} (max_chars_per_sentence)")
+        return text
+
+    def _search(self, served: ServedModel, text: str, options: SearchOptions, field: str,
+                target: str | None = None) -> Search | None:
+        """A search for one sentence, or None when there is nothing to translate."""
+        self._check_text(text, field)
+        if target is None and not normalise(text):
+            return None
+        try:
+            return served.translator.search(text, options, target=target)
+        except InvalidInput as e:  # the translator says "source" or "target"; name the request field too
+            raise InvalidInput(f"{field}: {e}" if target is None else str(e)) from None
+
+    @staticmethod
+    def _deadline(context: grpc.aio.ServicerContext) -> float | None:
+        remaining = context.time_remaining()
+        return None if remaining is None else time.monotonic() + remaining
+
+    async def _run(self, served: ServedModel, searches: list[Search], deadline: float | None) -> None:
+        """Submit to the scheduler and wait; on cancellation, withdraw the sentences."""
+        if not searches:
+            return
+        jobs: list[Job] = served.scheduler.submit(searches, deadline)
+        try:
+            await asyncio.gather(*(j.future for j in jobs))
+        except asyncio.CancelledError:
+            served.scheduler.cancel(jobs)
+            raise
+        except BaseException:
+            served.scheduler.cancel(jobs)
+            raise
+
+    def _rejected_input(self, error: AttnmtError) -> None:
+        if isinstance(error, InvalidInput):
+            self.metrics.rejected.labels("invalid_input").inc()
+
+    # --- RPCs ------------------------------------------------------------
+
+    async def Translate(self, request: pb.TranslateRequest, context) -> pb.TranslateResponse:
+        try:
+            served = self._model(request.model)
+            n = len(request.sentences)
+            if n == 0:
+                raise InvalidInput("sentences is empty: send at least one sentence")
+            if n > self.settings.max_sentences_per_request:
+                raise InvalidInput(f"sentences has {n} entries, over the limit of "
+                                   f"{self.settings.max_sentences_per_request} (max_sentences_per_request); "
+                                   "split the request or use TranslateStream")
+            options = convert.search_options(request.options, self.settings)
+            kind = convert.alignment_kind(request.options.alignment)
+            threshold = convert.alignment_threshold(request.options)
+            searches = [self._search(served, text, options, f"sentences[{i}]") for i, text in enumerate(request.sentences)]
+            await self._run(served, [s for s in searches if s is not None], self._deadline(context))
+            translator = served.translator
+            translations = [translator.result(text, s, request.options.replace_unknown) if s else Translation(text, [])
+                            for text, s in zip(request.sentences, searches)]
+            m = translator.engine.manifest
+            return pb.TranslateResponse(translations=[convert.translation_pb(t, kind, threshold) for t in translations],
+                                        model=m.name, model_version=m.version)
+        except AttnmtError as e:
+            self._rejected_input(e)
+            await abort(context, e)
+
+    async def Align(self, request: pb.AlignRequest, context) -> pb.AlignResponse:
+        try:
+            served = self._model(request.model)
+            kind = convert.alignment_kind(request.alignment, default=convert.WORDS)
+            threshold = convert.alignment_threshold(request, "alignment_threshold")
+            if not normalise(request.source) or not normalise(request.target):
+                raise InvalidInput("source and target must both be non-empty")
+            search = self._search(served, request.source, SearchOptions(), "source", target=request.target)
+            self._check_text(request.target, "target")
+            await self._run(served, [search], self._deadline(context))
+            translation = served.translator.result(request.source, search)
+            hyp = translation.best
+            return pb.AlignResponse(source_tokens=translation.source_tokens,
+                                    source_words=hyp.source_words if kind != convert.NONE else [],
+                                    hypothesis=convert.hypothesis_pb(hyp, kind, threshold),
+                                    model=served.translator.name)
+        except AttnmtError as e:
+            self._rejected_input(e)
+            await abort(context, e)
+
+    async def TranslateStream(self, request_iterator, context):
+        limit = asyncio.Semaphore(self.settings.max_stream_in_flight)
+        out: asyncio.Queue = asyncio.Queue()
+        pending: set[asyncio.Task] = set()
+        end = object()
+        defaults: dict = {}
+
+        async def one(request: pb.StreamRequest) -> None:
+            try:
+                served = self._model(request.model or defaults["model"])
+                opts = request.options if request.HasField("options") else defaults["options"]
+                options = convert.search_options(opts, self.settings)
+                kind = convert.alignment_kind(opts.alignment)
+                threshold = convert.alignment_threshold(opts)
+                search = self._search(served, request.sentence, options, f"sentence (id {request.id!r})")
+                await self._run(served, [search] if search else [], self._deadline(context))
+                translation = served.translator.result(request.sentence, search, opts.replace_unknown) \
+                    if search else Translation(request.sentence, [])
+                response = pb.StreamResponse(id=request.id, translation=convert.translation_pb(translation, kind, threshold))
+            except AttnmtError as e:
+                self._rejected_input(e)
+                response = pb.StreamResponse(id=request.id, error=pb.Error(code=status_of(e).value[0], message=str(e)))
+            finally:
+                limit.release()
+            await out.put(response)
+
+        async def read() -> None:
+            try:
+                async for request in request_iterator:
+                    if not defaults:
+                        defaults.update(model=request.model, options=request.options)
+                    await limit.acquire()
+                    task = asyncio.create_task(one(request))
+                    pending.add(task)
+                    task.add_done_callback(pending.discard)
+                if pending:
+                    await asyncio.gather(*pending)
+            finally:
+                await out.put(end)
+
+        reader = asyncio.create_task(read())
+        try:
+            while (item := await out.get()) is not end:
+                yield item
+            await reader      # re-raise a failure of the request stream
+        finally:
+            reader.cancel()
+            for task in list(pending):
+                task.cancel()
+
+    async def ListModels(self, request, context) -> pb.ListModelsResponse:
+        return pb.ListModelsResponse(models=[convert.model_info_pb(m.translator, self.settings, name == self.default)
+                                             for name, m in self.models.items()])
+
+    async def GetModel(self, request: pb.GetModelRequest, context) -> pb.ModelInfo:
+        served = self.models.get(request.name or self.default)
+        if served is None:
+            await abort(context, ModelNotFound(f"model {request.name!r} is not served here; "
+                                               f"served: {', '.join(sorted(self.models))}"))
+        return convert.model_info_pb(served.translator, self.settings, (request.name or self.default) == self.default)
