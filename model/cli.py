@@ -42,6 +42,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--write-manifest", action="store_true", help="record the scores in MODEL/manifest.json")
     p.set_defaults(func=cmd_evaluate)
 
+    p = sub.add_parser("bench", help="benchmarks")
+    bench = p.add_subparsers(dest="bench", required=True)
+    b = bench.add_parser("engine", help="PyTorch eager vs ONNX Runtime greedy decoding, batch 1 and 64")
+    b.add_argument("--model", type=Path, required=True)
+    b.add_argument("--data", type=Path, required=True, help="data directory with the test split")
+    b.add_argument("--sentences", type=int, default=200)
+    b.add_argument("--repeats", type=int, default=3)
+    b.add_argument("--threads", type=int, default=0, help="threads for both runtimes (0: their defaults)")
+    b.add_argument("--json", type=Path, help="also write the report here")
+    b.set_defaults(func=cmd_bench_engine)
+
 
 def cmd_data(args: argparse.Namespace) -> int:
     from .data import extract_bible
@@ -85,3 +96,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     report = evaluate(args.model, args.data, args.split, args.beam, args.heatmaps, args.out, args.write_manifest)
     print(json.dumps(report, indent=2))
     return 0
+
+
+def cmd_bench_engine(args: argparse.Namespace) -> int:
+    from .bench import main
+    return main(args.model, args.data, args.sentences, args.repeats, args.threads, args.json)

@@ -93,6 +93,7 @@ class Search:
     finished: list[Hypothesis] = field(default_factory=list)
     steps: int = 0
     done: bool = False
+    slots: list[int] = field(default_factory=list)   # this sentence's rows in its DecodeBatch
 
     @property
     def src_len(self) -> int:
@@ -113,6 +114,17 @@ class Search:
         total = float(np.sum(log_probs, dtype=np.float64))
         score = total / (len(tokens) ** self.options.length_penalty) if self.options.length_penalty else total
         self.finished.append(Hypothesis(tokens, [float(x) for x in log_probs], np.stack(alphas), total, score))
+
+    def advance_greedy(self, token: int, log_prob: float, alpha: np.ndarray, eos: int) -> None:
+        """Beam size 1, the token already chosen by the batch's argmax: the same as
+        `advance` with k = 1, without a per-sentence top-k."""
+        self.steps += 1
+        node = _Node(token, log_prob, alpha, self.rows[0])
+        if token == eos or self.steps >= self.max_length:
+            self._finish(node)
+            self.rows, self.done = [], True
+        else:
+            self.rows = [node]
 
     def advance(self, log_probs: np.ndarray, alpha: np.ndarray, eos: int) -> tuple[np.ndarray, np.ndarray]:
         """Consume one step's output for this sentence's rows.
@@ -163,94 +175,168 @@ class Search:
 
 class DecodeBatch:
     """Rows of many sentences decoded together, one engine step at a time.
-    Sentences join with `add` and leave when done (or by `remove`) at step
-    boundaries; the attention memory is rebuilt only when the set of rows changes."""
 
-    def __init__(self, engine: Engine):
+    Sentences join with `add` and leave when done (or by `remove`) at step
+    boundaries. Rows live in preallocated slot arrays: a leaving row is filled by
+    moving the last live row into its slot, so the attention memory of the
+    rows that stay is never copied (a full rebuild would copy every row's
+    annotations at nearly every step once sentences finish at different times).
+    Greedy rows pick their token with one vectorised argmax over the batch.
+    """
+
+    def __init__(self, engine: Engine, capacity: int = 64):
         self.engine = engine
         self.searches: list[Search] = []
-        self._memory: dict[int, tuple[np.ndarray, np.ndarray]] = {}   # search id -> (annotations, keys) S x ...
-        self._state = np.zeros((0, 0), dtype=np.float32)              # rows x d
-        self._prev = np.zeros(0, dtype=np.int64)                      # rows
-        self._layout: tuple | None = None
+        self.n = 0                                   # live rows: slots [0, n)
+        self._owner: list[tuple[Search, int]] = []   # slot -> (search, index in search.slots)
+        self._cap_rows, self._cap_len = 0, 0
         self._annotations = self._keys = self._mask = None
+        self._state = self._prev = None
+        self._capacity_hint = capacity
 
     def __len__(self) -> int:
         return len(self.searches)
 
     @property
     def rows(self) -> int:
-        return sum(s.width for s in self.searches)
+        return self.n
+
+    # --- slot storage -----------------------------------------------------
+
+    def _reserve(self, rows: int, src_len: int) -> None:
+        """Grow (or, when mostly padding, shrink) the slot arrays to hold `rows` x `src_len`."""
+        live_len = max([s.src_len for s in self.searches] + [src_len])
+        grow = rows > self._cap_rows or live_len > self._cap_len
+        shrink = self._cap_len > 16 and live_len <= self._cap_len // 2
+        if not (grow or shrink) and self._annotations is not None:
+            return
+        cap_rows = max(rows, self._cap_rows, self._capacity_hint)
+        if rows > self._cap_rows and self._cap_rows:
+            cap_rows = max(rows, 2 * self._cap_rows)
+        cap_len = live_len
+        a_dim, k_dim, d = self._widths
+        annotations = np.zeros((cap_rows, cap_len, a_dim), dtype=np.float32)    # rows x S x 2n
+        keys = np.zeros((cap_rows, cap_len, k_dim), dtype=np.float32)           # rows x S x K
+        mask = np.zeros((cap_rows, cap_len), dtype=bool)                        # rows x S
+        state = np.zeros((cap_rows, d), dtype=np.float32)                       # rows x d
+        prev = np.zeros(cap_rows, dtype=np.int64)                               # rows
+        if self._annotations is not None and self.n:
+            keep = min(cap_len, self._cap_len)
+            annotations[:self.n, :keep] = self._annotations[:self.n, :keep]
+            keys[:self.n, :keep] = self._keys[:self.n, :keep]
+            mask[:self.n, :keep] = self._mask[:self.n, :keep]
+            state[:self.n] = self._state[:self.n]
+            prev[:self.n] = self._prev[:self.n]
+        self._annotations, self._keys, self._mask, self._state, self._prev = annotations, keys, mask, state, prev
+        self._cap_rows, self._cap_len = cap_rows, cap_len
+
+    def _append_rows(self, search: Search, count: int) -> list[int]:
+        slots = list(range(self.n, self.n + count))
+        for slot in slots:
+            self._owner.append((search, 0))
+        self.n += count
+        return slots
+
+    def _free(self, slots: list[int]) -> None:
+        """Release slots; live rows from the end move into the holes."""
+        if not slots:
+            return
+        freed = set(slots)
+        new_n = self.n - len(freed)
+        holes = sorted(f for f in freed if f < new_n)
+        movers = [r for r in range(new_n, self.n) if r not in freed]
+        if holes:
+            h, m = np.array(holes), np.array(movers)
+            for array in (self._annotations, self._keys, self._mask, self._state, self._prev):
+                array[h] = array[m]
+            for hole, mover in zip(holes, movers):
+                search, index = self._owner[mover]
+                search.slots[index] = hole
+                self._owner[hole] = (search, index)
+        del self._owner[new_n:]
+        self.n = new_n
+
+    def _set_slots(self, search: Search, slots: list[int]) -> None:
+        search.slots = slots
+        for index, slot in enumerate(slots):
+            self._owner[slot] = (search, index)
+
+    # --- joining and leaving ---------------------------------------------------
 
     def add(self, searches: list[Search]) -> None:
         """Encode new sentences (one encoder call) and let them join at the next step."""
         if not searches:
             return
         encoded = self.engine.encode([s.source for s in searches])
-        states = [self._state] if self.searches else []
-        prevs = [self._prev] if self.searches else []
-        for row, search in enumerate(searches):
-            n = search.src_len
-            self._memory[search.id] = (encoded.annotations[row, :n], encoded.keys[row, :n])
-            states.append(encoded.init_state[row:row + 1])
-            prevs.append(np.array([self.engine.bos_id], dtype=np.int64))
-        self._state = np.concatenate(states)
-        self._prev = np.concatenate(prevs)
+        self._widths = (encoded.annotations.shape[-1], encoded.keys.shape[-1], encoded.init_state.shape[-1])
+        self._reserve(self.n + len(searches), encoded.annotations.shape[1])
         self.searches.extend(searches)
+        for row, search in enumerate(searches):
+            (slot,) = self._append_rows(search, 1)
+            self._set_slots(search, [slot])
+            n = search.src_len
+            self._annotations[slot, :n] = encoded.annotations[row, :n]
+            self._annotations[slot, n:] = 0
+            self._keys[slot, :n] = encoded.keys[row, :n]
+            self._keys[slot, n:] = 0
+            self._mask[slot] = False
+            self._mask[slot, :n] = True
+            self._state[slot] = encoded.init_state[row]
+            self._prev[slot] = self.engine.bos_id
 
     def remove(self, search: Search) -> None:
         """Drop a sentence before the next step (cancelled or expired)."""
-        index = self.searches.index(search)
-        start = sum(s.width for s in self.searches[:index])
-        keep = np.r_[0:start, start + search.width:len(self._prev)]
-        self._state, self._prev = self._state[keep], self._prev[keep]
-        self.searches.pop(index)
-        self._memory.pop(search.id, None)
+        self.searches.remove(search)
+        self._free(list(search.slots))
+        search.slots = []
 
-    def _memory_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        layout = tuple((s.id, s.width) for s in self.searches)
-        if layout != self._layout:
-            rows = sum(w for _, w in layout)
-            src_len = max(s.src_len for s in self.searches)
-            first = next(iter(self._memory.values()))
-            annotations = np.zeros((rows, src_len, first[0].shape[-1]), dtype=np.float32)  # rows x S x 2n
-            keys = np.zeros((rows, src_len, first[1].shape[-1]), dtype=np.float32)         # rows x S x K
-            mask = np.zeros((rows, src_len), dtype=bool)                                     # rows x S
-            offset = 0
-            for search in self.searches:
-                a, k = self._memory[search.id]
-                n, w = search.src_len, search.width
-                annotations[offset:offset + w, :n] = a
-                keys[offset:offset + w, :n] = k
-                mask[offset:offset + w, :n] = True
-                offset += w
-            self._layout, self._annotations, self._keys, self._mask = layout, annotations, keys, mask
-        return self._annotations, self._keys, self._mask
+    # --- one step ------------------------------------------------------------
 
     def step(self) -> list[Search]:
         """Run one decoder step for every row; return the sentences that finished."""
         if not self.searches:
             return []
-        annotations, keys, mask = self._memory_arrays()
-        log_probs, new_state, alpha = self.engine.step(self._prev, self._state, annotations, keys, mask)
-        states, prevs, finished, alive = [], [], [], []
-        offset = 0
+        n, eos = self.n, self.engine.eos_id
+        log_probs, new_state, alpha = self.engine.step(
+            self._prev[:n], self._state[:n], self._annotations[:n], self._keys[:n], self._mask[:n])
+        greedy_tokens = log_probs.argmax(axis=1)                           # rows: the greedy choice
+        freed: list[int] = []
+        finished, alive = [], []
+        state, prev = self._state, self._prev
+        state[:n] = new_state
         for search in self.searches:
-            w = search.width
-            parents, tokens = search.advance(log_probs[offset:offset + w], alpha[offset:offset + w, :search.src_len],
-                                             self.engine.eos_id)
+            slots = search.slots
+            if search.forced is None and search.options.beam_size == 1:
+                slot = slots[0]
+                token = int(greedy_tokens[slot])
+                search.advance_greedy(token, float(log_probs[slot, token]), alpha[slot, :search.src_len], eos)
+                if not search.done:
+                    prev[slot] = token
+            else:
+                rows = np.array(slots)
+                parents, tokens = search.advance(log_probs[rows], alpha[rows, :search.src_len], eos)
+                width = len(tokens)
+                if width > len(slots):                                     # the beam opens: new rows
+                    extra = width - len(slots)
+                    self._reserve(self.n + extra, 0)
+                    state, prev = self._state, self._prev
+                    new_slots = self._append_rows(search, extra)
+                    for array in (self._annotations, self._keys, self._mask):
+                        array[new_slots] = array[slots[0]]
+                    slots = slots + new_slots
+                if width:
+                    state[slots[:width]] = new_state[rows[parents]]
+                    prev[slots[:width]] = tokens
+                freed += slots[width:]
+                self._set_slots(search, slots[:width])
             if search.done:
                 finished.append(search)
-                self._memory.pop(search.id, None)
+                freed += search.slots
+                search.slots = []
             else:
-                states.append(new_state[offset + parents])
-                prevs.append(tokens)
                 alive.append(search)
-            offset += w
         self.searches = alive
-        d = new_state.shape[-1]
-        self._state = np.concatenate(states) if states else np.zeros((0, d), dtype=np.float32)
-        self._prev = np.concatenate(prevs) if prevs else np.zeros(0, dtype=np.int64)
+        self._free(freed)
         return finished
 
 

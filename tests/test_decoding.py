@@ -58,6 +58,26 @@ def test_joining_mid_decode_gives_the_same_answer(engine, translator):
     assert np.abs(got.alignment - alone.alignment).max() < 1e-5
 
 
+def test_slot_arrays_grow_and_compact_without_changing_results(engine, translator):
+    """Rows move between slots as beams open and sentences leave; answers must not."""
+    texts = [SHORT, LONG, "gato .", LONG + " " + LONG, "sola amas luna granda ."]
+    options = SearchOptions(beam_size=4, n_best=4)
+    want = translator.translate(texts, options)
+    batch = DecodeBatch(engine, capacity=1)          # forces growth in the middle of a step
+    searches = [translator.search(t, options) for t in texts]
+    batch.add(searches[:2])
+    batch.step()
+    batch.add(searches[2:])
+    while len(batch):
+        batch.step()
+    assert batch.rows == 0
+    for w, search, text in zip(want, searches, texts):
+        got = translator.result(text, search)
+        assert [h.text for h in got.hypotheses] == [h.text for h in w.hypotheses]
+        for a, b in zip(got.hypotheses, w.hypotheses):
+            assert abs(a.score - b.score) < 1e-5 and np.abs(a.alignment - b.alignment).max() < 1e-5
+
+
 def test_beam_one_is_greedy_exactly(translator):
     texts = [s for s, _ in synthetic_corpus(12, seed=8)]
     greedy = translator.translate(texts, SearchOptions(beam_size=1))
