@@ -52,6 +52,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--threads", type=int, default=0, help="threads for both runtimes (0: their defaults)")
     b.add_argument("--json", type=Path, help="also write the report here")
     b.set_defaults(func=cmd_bench_engine)
+    b = bench.add_parser("server", help="continuous vs request-level batching under closed-loop load")
+    b.add_argument("--model", type=Path, required=True)
+    b.add_argument("--data", type=Path, required=True, help="data directory with the test split")
+    b.add_argument("--concurrency", type=int, default=16)
+    b.add_argument("--requests", type=int, default=300)
+    b.add_argument("--beam", type=int, default=1)
+    b.add_argument("--json", type=Path, help="also write the report here")
+    b.set_defaults(func=cmd_bench_server)
 
 
 def cmd_data(args: argparse.Namespace) -> int:
@@ -101,3 +109,16 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def cmd_bench_engine(args: argparse.Namespace) -> int:
     from .bench import main
     return main(args.model, args.data, args.sentences, args.repeats, args.threads, args.json)
+
+
+def cmd_bench_server(args: argparse.Namespace) -> int:
+    from attnmt.service.loadtest import bench_server, format_table
+
+    from .data import corpus_files, read_parallel
+    src, tgt = corpus_files(args.data, "test", "es", "en")
+    sentences = [s for s, _ in read_parallel(src, tgt)]
+    report = bench_server(args.model, sentences, args.concurrency, args.requests, args.beam)
+    print(format_table(report))
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    return 0

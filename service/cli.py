@@ -126,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", type=Path, help="TOML or YAML settings file")
     p.add_argument("--model", action="append", type=Path, help="model directory (repeat to serve several)")
     p.add_argument("--port", type=int, help="gRPC port (default 50051)")
-    p.add_argument("--metrics-port", type=int, help="Prometheus port (default 9090)")
+    p.add_argument("--metrics-port", type=int, help="Prometheus port (default 8002)")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("translate", help="translate text offline (--model) or through a server (--server)")
