@@ -48,16 +48,19 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                 m.msg_received.labels(*labels).inc()
                 yield request
 
+        def begin(request):
+            """Count the start (and a unary request); wrap a request stream to count its messages."""
+            m.started.labels(*labels).inc()
+            if handler.request_streaming:
+                return time.perf_counter(), counted(request)
+            m.msg_received.labels(*labels).inc()
+            return time.perf_counter(), request
+
         if not handler.response_streaming:
             behaviour = handler.request_streaming and handler.stream_unary or handler.unary_unary
 
             async def unary_response(request, context):
-                m.started.labels(*labels).inc()
-                start = time.perf_counter()
-                if handler.request_streaming:
-                    request = counted(request)
-                else:
-                    m.msg_received.labels(*labels).inc()
+                start, request = begin(request)
                 try:
                     response = await behaviour(request, context)
                 except BaseException as e:
@@ -74,12 +77,7 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
         behaviour = handler.stream_stream if handler.request_streaming else handler.unary_stream
 
         async def streaming_response(request, context):
-            m.started.labels(*labels).inc()
-            start = time.perf_counter()
-            if handler.request_streaming:
-                request = counted(request)
-            else:
-                m.msg_received.labels(*labels).inc()
+            start, request = begin(request)
             try:
                 async for response in behaviour(request, context):
                     m.msg_sent.labels(*labels).inc()

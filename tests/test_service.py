@@ -152,8 +152,14 @@ def test_list_and_get_model(stub):
 
 def test_stream_answers_each_sentence_with_its_id(server):
     sentences = {f"s{i}": s for i, s in enumerate([SHORT, LONG, "gato .", "", "kasa" * 450, SHORT])}
+    received = server.metric("grpc_server_msg_received_total", grpc_method="TranslateStream")
+    sent = server.metric("grpc_server_msg_sent_total", grpc_method="TranslateStream")
     with Client(server.address) as client:
         results = dict(client.stream(sentences.items(), SearchOptions(beam_size=2)))
+    assert server.metric("grpc_server_msg_received_total", grpc_method="TranslateStream") == received + 6
+    assert server.metric("grpc_server_msg_sent_total", grpc_method="TranslateStream") == sent + 6
+    assert server.metric("grpc_server_handled_total", grpc_method="TranslateStream", grpc_type="bidi_stream",
+                         grpc_code="OK") >= 1
     assert set(results) == set(sentences)
     assert isinstance(results["s4"], pb.Error) and results["s4"].code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
     assert results["s0"].best.text == results["s5"].best.text == "the dog sees the house ."
