@@ -88,3 +88,16 @@ def test_cuda_without_a_gpu_is_refused_not_silently_cpu(tiny_model):
         assert "asked for CUDAExecutionProvider" in str(e)
     else:  # a machine with a working GPU
         assert engine.provider == "CUDAExecutionProvider"
+
+
+def test_int8_quantization_serves_and_records_its_cost(tiny_model, tmp_path):
+    from attnmt.model.quantize import quantize_int8
+    from attnmt.service.translator import Translator
+    pairs = synthetic_corpus(40, seed=77)
+    report = quantize_int8(tiny_model, tmp_path / "int8", [s for s, _ in pairs], [t for _, t in pairs])
+    assert report["bytes_int8"] < report["bytes_float32"]
+    assert report["bleu_int8"] > 50                          # still translates the toy language
+    manifest = load_manifest(tmp_path / "int8")             # checksums of the new files hold
+    assert manifest.quantization["bleu_change"] == report["bleu_change"]
+    text = Translator(Engine(tmp_path / "int8")).translate(["kasa granda vidas peru ."])[0].best.text
+    assert text == "the big house sees the dog ."
