@@ -82,7 +82,7 @@ class Log:
         line = f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}"
         self.file.write(line + "\n")
         self.file.flush()
-        print(line, file=sys.stderr, flush=True)
+        print(("\r" if sys.stderr.isatty() else "") + line, file=sys.stderr, flush=True)
 
 
 def load_split(cfg: TrainConfig, split: str, tok: Tokenizer) -> tuple[list[list[int]], list[list[int]], list[str]]:
@@ -193,6 +193,7 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
         return state["flat"] < cfg.patience
 
     model.train()
+    progress = sys.stderr.isatty()           # a live bar on a terminal; log lines either way
     tokens_seen, loss_sum, nll_sum, t_last = 0, 0.0, 0.0, time.time()
     stop = False
     while state["epoch"] < cfg.max_epochs and not stop:
@@ -213,6 +214,10 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
             tokens_seen += n_tokens
             loss_sum += loss.item()
             nll_sum += nll.item()
+            if progress:
+                rate = tokens_seen / max(time.time() - t_last, 1e-6)
+                print(f"\repoch {state['epoch'] + 1} [{b + 1}/{len(batches)}] loss {loss_sum / tokens_seen:.3f} "
+                      f"{rate:.0f} tok/s ", end="", file=sys.stderr, flush=True)
             if state["step"] % cfg.log_every == 0:
                 now = time.time()
                 state["seconds"] += now - t_last

@@ -166,12 +166,14 @@ def test_stream_answers_each_sentence_with_its_id(server):
     assert results["s3"].hypotheses == []
 
 
-def test_client_and_cli_print_translation_and_alignment(server):
+def test_client_and_cli_print_translation_and_alignment(server, tmp_path):
+    plot = tmp_path / "alignment.png"
     out = subprocess.run([sys.executable, "-m", "attnmt.service.cli", "translate", "--server", server.address,
-                          "--alignment", "hard", "kasa granda vidas peru ."], capture_output=True, text=True,
-                         check=True).stdout
+                          "--alignment", "hard", "--plot", str(plot), "kasa granda vidas peru ."],
+                         capture_output=True, text=True, check=True).stdout
     assert out.strip().startswith("the big house sees the dog . ||| ")
     assert "1-1" in out and "0-2" in out
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 # --- health, reflection, metrics ----------------------------------------------
