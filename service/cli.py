@@ -79,7 +79,10 @@ def cmd_translate(args: argparse.Namespace) -> int:
     options = _options(args)
     if args.server:
         from .client import Client
-        with Client(args.server, timeout=args.timeout) as client:
+        read = lambda path: open(path, "rb").read() if path else None  # noqa: E731
+        tls = {"root_certificates": read(args.tls_ca), "private_key": read(args.tls_key),
+               "certificate_chain": read(args.tls_cert)} if args.tls_ca else {}
+        with Client(args.server, timeout=args.timeout, **tls) as client:
             translations = client.translate(texts, options, alignment=args.alignment, threshold=args.threshold,
                                             replace_unk=args.replace_unk, model=args.model_name)
     else:
@@ -136,6 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--server", help="HOST:PORT of an attnmt server")
     p.add_argument("--model-name", default="", help="with --server: which served model")
     p.add_argument("--timeout", type=float, default=60.0)
+    p.add_argument("--tls-ca", help="with --server: PEM CA that signed the server's certificate (enables TLS)")
+    p.add_argument("--tls-cert", help="with --tls-ca: client certificate for mutual TLS")
+    p.add_argument("--tls-key", help="with --tls-cert: its private key")
     p.add_argument("-i", "--input", help="input file, one sentence a line ('-': stdin)")
     p.add_argument("-o", "--output", help="output file ('-': stdout)")
     p.add_argument("--plot", help="write the first sentence's alignment heatmap (PNG)")

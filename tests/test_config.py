@@ -1,4 +1,5 @@
 import subprocess
+import sys
 
 import grpc
 import pytest
@@ -72,6 +73,11 @@ def test_mutual_tls(tiny_model, certificates):
             answer = pb_grpc.TranslatorStub(channel).Translate(pb.TranslateRequest(sentences=["peru vidas kasa ."]),
                                                                timeout=10)
             assert answer.translations[0].text == "the dog sees the house ."
+        cli = subprocess.run([sys.executable, "-m", "attnmt.service.cli", "translate", "--server", address,
+                              "--tls-ca", str(d / "ca.pem"), "--tls-cert", str(d / "client.pem"),
+                              "--tls-key", str(d / "client.key"), "peru vidas kasa ."],
+                             capture_output=True, text=True, check=True)
+        assert cli.stdout.strip() == "the dog sees the house ."
         # no client certificate: the handshake is refused
         with grpc.secure_channel(address, grpc.ssl_channel_credentials(ca)) as channel:
             with pytest.raises(grpc.RpcError) as info:
