@@ -29,16 +29,26 @@ def word_groups(pieces: list[str]) -> list[list[int]]:
         else:
             groups[-1].append(i)
     # A word made only of '▁' (SentencePiece splits '▁' from punctuation) joins the next piece.
+    # (Before </s>, or at the very end, it joins the previous word, or stands alone.)
     merged: list[list[int]] = []
     carry: list[int] = []
     for group in groups:
         if len(group) == 1 and pieces[group[0]] == WORD_BOUNDARY:
             carry += group
             continue
+        if carry and pieces[group[0]] == EOS_TOKEN:
+            if merged:
+                merged[-1] += carry
+            else:
+                merged.append(carry)
+            carry = []
         merged.append(carry + group)
         carry = []
     if carry:
-        merged.append(carry)
+        if merged:
+            merged[-1] += carry
+        else:
+            merged.append(carry)
     return merged
 
 
