@@ -36,7 +36,8 @@ test: $(VENV)/.dev
 	$(BIN)/python -m pytest -q
 
 data: $(VENV)/.dev
-	@command -v mod2imp >/dev/null || (apt-get update -q && apt-get install -y -q sword-text-sparv sword-text-web libsword-utils)
+	@dpkg -s sword-text-sparv sword-text-web libsword-utils >/dev/null 2>&1 \
+		|| (apt-get update -q && apt-get install -y -q sword-text-sparv sword-text-web libsword-utils)
 	$(BIN)/attnmt data bible $(DATA)
 
 train: $(VENV)/.dev
