@@ -31,6 +31,8 @@ class Settings(BaseSettings):
     metrics_host: str = Field("0.0.0.0", description="Prometheus /metrics listen address")
     metrics_port: int = Field(8002, ge=0, le=65535, description="Prometheus port (0: pick a free one)")
     metrics_enabled: bool = Field(True, description="serve /metrics")
+    max_connection_age_seconds: float = Field(0, ge=0, description="close client connections after this age "
+                                              "(0: never), so clients reconnect and spread over new replicas")
     reflection: bool = Field(True, description="gRPC server reflection (grpcurl without the .proto)")
     tls_cert: Path | None = Field(None, description="PEM server certificate; with tls_key enables TLS")
     tls_key: Path | None = Field(None, description="PEM private key of tls_cert")

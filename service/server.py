@@ -80,11 +80,13 @@ class Server:
         s = self.settings
         self._load_models()
         self.servicer = TranslatorServicer(self.models, self.default, s, self.metrics)
-        self.grpc = grpc.aio.server(
-            interceptors=[MetricsInterceptor(self.metrics)],
-            options=[("grpc.so_reuseport", 0),      # a second server must fail to bind, not share the port
-                     ("grpc.max_receive_message_length", s.max_message_bytes),
-                     ("grpc.max_send_message_length", s.max_message_bytes)])
+        options = [("grpc.so_reuseport", 0),      # a second server must fail to bind, not share the port
+                   ("grpc.max_receive_message_length", s.max_message_bytes),
+                   ("grpc.max_send_message_length", s.max_message_bytes)]
+        if s.max_connection_age_seconds:
+            options += [("grpc.max_connection_age_ms", int(s.max_connection_age_seconds * 1000)),
+                        ("grpc.max_connection_age_grace_ms", int(s.grace_period_seconds * 1000))]
+        self.grpc = grpc.aio.server(interceptors=[MetricsInterceptor(self.metrics)], options=options)
         pb_grpc.add_TranslatorServicer_to_server(self.servicer, self.grpc)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
         for name in ("", SERVICE_NAME):
