@@ -193,6 +193,8 @@ class DecodeBatch:
         self._annotations = self._keys = self._mask = None
         self._state = self._prev = None
         self._capacity_hint = capacity
+        self._version = 0                            # bumped whenever the attention memory changes
+        self._device_memory: tuple | None = None     # (version, rows, OrtValues) with IO binding
 
     def __len__(self) -> int:
         return len(self.searches)
@@ -229,6 +231,7 @@ class DecodeBatch:
             prev[:self.n] = self._prev[:self.n]
         self._annotations, self._keys, self._mask, self._state, self._prev = annotations, keys, mask, state, prev
         self._cap_rows, self._cap_len = cap_rows, cap_len
+        self._version += 1
 
     def _append_rows(self, search: Search, count: int) -> list[int]:
         slots = list(range(self.n, self.n + count))
@@ -249,6 +252,7 @@ class DecodeBatch:
             h, m = np.array(holes), np.array(movers)
             for array in (self._annotations, self._keys, self._mask, self._state, self._prev):
                 array[h] = array[m]
+            self._version += 1
             for hole, mover in zip(holes, movers):
                 search, index = self._owner[mover]
                 search.slots[index] = hole
@@ -271,6 +275,7 @@ class DecodeBatch:
         self._widths = (encoded.annotations.shape[-1], encoded.keys.shape[-1], encoded.init_state.shape[-1])
         self._reserve(self.n + len(searches), encoded.annotations.shape[1])
         self.searches.extend(searches)
+        self._version += 1
         for row, search in enumerate(searches):
             (slot,) = self._append_rows(search, 1)
             self._set_slots(search, [slot])
@@ -297,8 +302,14 @@ class DecodeBatch:
         if not self.searches:
             return []
         n, eos = self.n, self.engine.eos_id
+        memory = None
+        if self.engine.io_binding:
+            if self._device_memory is None or self._device_memory[:2] != (self._version, n):
+                values = self.engine.upload_memory(self._annotations[:n], self._keys[:n], self._mask[:n])
+                self._device_memory = (self._version, n, values)
+            memory = self._device_memory[2]
         log_probs, new_state, alpha = self.engine.step(
-            self._prev[:n], self._state[:n], self._annotations[:n], self._keys[:n], self._mask[:n])
+            self._prev[:n], self._state[:n], self._annotations[:n], self._keys[:n], self._mask[:n], memory)
         greedy_tokens = log_probs.argmax(axis=1)                           # rows: the greedy choice
         freed: list[int] = []
         finished, alive = [], []
@@ -323,6 +334,7 @@ class DecodeBatch:
                     new_slots = self._append_rows(search, extra)
                     for array in (self._annotations, self._keys, self._mask):
                         array[new_slots] = array[slots[0]]
+                    self._version += 1
                     slots = slots + new_slots
                 if width:
                     state[slots[:width]] = new_state[rows[parents]]

@@ -31,6 +31,7 @@ class EngineOptions:
     inter_op_threads: int = 1
     optimization: str = "all"       # disable | basic | extended | all
     allow_spinning: bool = True     # worker threads spin between steps: faster steps, busier cores
+    io_binding: bool | None = None  # bind inputs/outputs explicitly (None: on for cuda, off for cpu)
 
 
 @dataclass
@@ -57,6 +58,8 @@ class Engine:
         self.encoder = self._session("encoder", ENCODER_INPUTS, ENCODER_OUTPUTS)
         self.decoder = self._session("decoder_step", DECODER_INPUTS, DECODER_OUTPUTS)
         self.provider = self.decoder.get_providers()[0]
+        self.io_binding = options.io_binding if options.io_binding is not None else options.device == "cuda"
+        self.device = "cuda" if self.provider == "CUDAExecutionProvider" else "cpu"
         ids = self.manifest.special_ids
         self.pad_id, self.unk_id, self.bos_id, self.eos_id = ids.pad, ids.unk, ids.bos, ids.eos
 
@@ -108,11 +111,31 @@ class Engine:
             list(ENCODER_OUTPUTS), {"src_tokens": tokens, "src_lengths": lengths})
         return Encoded(annotations, keys, mask, init_state)
 
+    def upload_memory(self, annotations: np.ndarray, keys: np.ndarray, mask: np.ndarray) -> tuple:
+        """The attention memory as OrtValues on the execution device. With IO binding,
+        a DecodeBatch uploads it once and reuses it for every step until its rows
+        change, instead of copying annotations host -> device at each step."""
+        return tuple(ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(x), self.device, 0)
+                     for x in (annotations, keys, mask))
+
     def step(self, prev_tokens: np.ndarray, state: np.ndarray, annotations: np.ndarray, keys: np.ndarray,
-             mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """One decoder step for every row: log_probs (rows x V), new_state (rows x d), α (rows x src_len)."""
-        log_probs, new_state, alpha = self.decoder.run(list(DECODER_OUTPUTS), {
-            "prev_tokens": prev_tokens, "state": state, "annotations": annotations, "keys": keys, "src_mask": mask})
+             mask: np.ndarray, memory: tuple | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One decoder step for every row: log_probs (rows x V), new_state (rows x d), α (rows x src_len).
+        `memory` (from `upload_memory`) stands for annotations, keys and mask when IO binding is on."""
+        if not self.io_binding:
+            log_probs, new_state, alpha = self.decoder.run(list(DECODER_OUTPUTS), {
+                "prev_tokens": prev_tokens, "state": state, "annotations": annotations, "keys": keys,
+                "src_mask": mask})
+            return log_probs, new_state, alpha
+        binding = self.decoder.io_binding()
+        binding.bind_cpu_input("prev_tokens", np.ascontiguousarray(prev_tokens))
+        binding.bind_cpu_input("state", np.ascontiguousarray(state))
+        for name, value in zip(("annotations", "keys", "src_mask"), memory or self.upload_memory(annotations, keys, mask)):
+            binding.bind_ortvalue_input(name, value)
+        for name in DECODER_OUTPUTS:     # the search runs on the host: outputs come back each step
+            binding.bind_output(name, "cpu")
+        self.decoder.run_with_iobinding(binding)
+        log_probs, new_state, alpha = binding.copy_outputs_to_cpu()
         return log_probs, new_state, alpha
 
     def describe(self) -> dict:

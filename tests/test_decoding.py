@@ -78,6 +78,19 @@ def test_slot_arrays_grow_and_compact_without_changing_results(engine, translato
             assert abs(a.score - b.score) < 1e-5 and np.abs(a.alignment - b.alignment).max() < 1e-5
 
 
+def test_io_binding_path_gives_the_same_answers(tiny_model, translator):
+    """The IO-binding path (used on CUDA, where the attention memory stays on the
+    device between steps) runs here on the CPU provider and must agree exactly."""
+    from attnmt.service.engine import Engine, EngineOptions
+    bound = Translator(Engine(tiny_model, EngineOptions(io_binding=True, intra_op_threads=1)))
+    assert bound.engine.io_binding
+    texts = [SHORT, LONG, "gato .", "sola amas luna granda ."]
+    for options in (SearchOptions(), SearchOptions(beam_size=3, n_best=3)):
+        for a, b in zip(translator.translate(texts, options), bound.translate(texts, options)):
+            assert [h.text for h in a.hypotheses] == [h.text for h in b.hypotheses]
+            assert all(np.abs(x.alignment - y.alignment).max() < 1e-6 for x, y in zip(a.hypotheses, b.hypotheses))
+
+
 def test_beam_one_is_greedy_exactly(translator):
     texts = [s for s, _ in synthetic_corpus(12, seed=8)]
     greedy = translator.translate(texts, SearchOptions(beam_size=1))
