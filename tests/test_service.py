@@ -371,3 +371,24 @@ def test_port_in_use_is_reported(server, tiny_model):
 def test_missing_model_directory_is_reported(tmp_path):
     result = run_serve({"ATTNMT_MODELS": str(tmp_path / "nothing"), "ATTNMT_METRICS_PORT": "0", "ATTNMT_PORT": "0"})
     assert result.returncode == 2 and "no manifest.json" in result.stderr
+
+
+# --- arbitrary text never breaks the server ----------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.text(max_size=120), min_size=1, max_size=3))
+def test_any_text_gets_a_translation_or_a_clear_refusal(stub, texts):
+    try:
+        response = stub.Translate(pb.TranslateRequest(sentences=texts, options=pb.DecodingOptions(
+            alignment=pb.ALIGNMENT_WORDS)), timeout=30)
+    except grpc.RpcError as e:
+        assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, e.details()
+        return
+    assert len(response.translations) == len(texts)
+    for t in response.translations:
+        for h in t.hypotheses:
+            assert len(h.alignment.rows) == len(h.target_words)
