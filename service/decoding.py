@@ -94,6 +94,7 @@ class Search:
     steps: int = 0
     done: bool = False
     slots: list[int] = field(default_factory=list)   # this sentence's rows in its DecodeBatch
+    encoded: tuple | None = None                      # (annotations, keys, s_0) before joining
 
     @property
     def src_len(self) -> int:
@@ -215,7 +216,13 @@ class DecodeBatch:
         cap_rows = max(rows, self._cap_rows, self._capacity_hint)
         if rows > self._cap_rows and self._cap_rows:
             cap_rows = max(rows, 2 * self._cap_rows)
-        cap_len = live_len
+        if live_len > self._cap_len:      # grow with headroom: each reallocation copies every row
+            cap_len = max(live_len, self._cap_len * 5 // 4)
+        elif shrink:
+            cap_len = live_len
+        else:
+            cap_len = self._cap_len
+        cap_len = (cap_len + 7) // 8 * 8
         a_dim, k_dim, d = self._widths
         annotations = np.zeros((cap_rows, cap_len, a_dim), dtype=np.float32)    # rows x S x 2n
         keys = np.zeros((cap_rows, cap_len, k_dim), dtype=np.float32)           # rows x S x K
@@ -267,26 +274,39 @@ class DecodeBatch:
 
     # --- joining and leaving ---------------------------------------------------
 
+    def encode(self, searches: list[Search]) -> None:
+        """Encode sentences (one encoder call) ahead of joining; `add` skips them then."""
+        todo = [s for s in searches if s.encoded is None]
+        if not todo:
+            return
+        encoded = self.engine.encode([s.source for s in todo])
+        for row, search in enumerate(todo):
+            n = search.src_len
+            search.encoded = (encoded.annotations[row, :n], encoded.keys[row, :n], encoded.init_state[row])
+
     def add(self, searches: list[Search]) -> None:
-        """Encode new sentences (one encoder call) and let them join at the next step."""
+        """Let sentences join at the next step (encoding those not encoded yet)."""
         if not searches:
             return
-        encoded = self.engine.encode([s.source for s in searches])
-        self._widths = (encoded.annotations.shape[-1], encoded.keys.shape[-1], encoded.init_state.shape[-1])
-        self._reserve(self.n + len(searches), encoded.annotations.shape[1])
+        self.encode(searches)
+        annotations, keys, state = searches[0].encoded
+        self._widths = (annotations.shape[-1], keys.shape[-1], state.shape[-1])
+        self._reserve(self.n + len(searches), max(s.src_len for s in searches))
         self.searches.extend(searches)
         self._version += 1
-        for row, search in enumerate(searches):
+        for search in searches:
             (slot,) = self._append_rows(search, 1)
             self._set_slots(search, [slot])
             n = search.src_len
-            self._annotations[slot, :n] = encoded.annotations[row, :n]
+            annotations, keys, state = search.encoded
+            search.encoded = None                    # the slot holds it now
+            self._annotations[slot, :n] = annotations
             self._annotations[slot, n:] = 0
-            self._keys[slot, :n] = encoded.keys[row, :n]
+            self._keys[slot, :n] = keys
             self._keys[slot, n:] = 0
             self._mask[slot] = False
             self._mask[slot, :n] = True
-            self._state[slot] = encoded.init_state[row]
+            self._state[slot] = state
             self._prev[slot] = self.engine.bos_id
 
     def remove(self, search: Search) -> None:
@@ -354,8 +374,9 @@ class DecodeBatch:
 
 def decode_all(engine: Engine, searches: list[Search], max_rows: int = 64) -> list[Search]:
     """Offline decoding of a list of searches, at most `max_rows` rows at a time,
-    shortest sources first; new sentences join as others finish."""
-    pending = sorted(searches, key=lambda s: s.src_len, reverse=True)   # pop() takes the shortest
+    longest sources first (the memory is sized once, then only shrinks); new
+    sentences join as others finish."""
+    pending = sorted(searches, key=lambda s: s.src_len)   # pop() takes the longest
     batch = DecodeBatch(engine)
     while pending or len(batch):
         joining = []
@@ -364,6 +385,10 @@ def decode_all(engine: Engine, searches: list[Search], max_rows: int = 64) -> li
             search = pending.pop()
             joining.append(search)
             rows += search.options.beam_size
+        if joining and joining[0].encoded is None:
+            # Encode a batch's worth ahead: sentences join a few at a time as others
+            # finish, and one encoder call per joiner would cost more than the steps.
+            batch.encode(joining + pending[-max_rows:])
         batch.add(joining)
         batch.step()
     return searches
