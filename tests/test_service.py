@@ -4,8 +4,10 @@ the way users call it."""
 from __future__ import annotations
 
 import concurrent.futures
+import signal
 import subprocess
 import sys
+import time
 
 import grpc
 import numpy as np
@@ -288,7 +290,10 @@ def test_expired_and_cancelled_sentences_are_not_computed(tiny_model):
         s = pb_grpc.TranslatorStub(channel)
         base = server.metric("attnmt_sentences_total", model="tiny")
         started = server.metric("grpc_server_started_total", grpc_method="Translate")
+        aligns = server.metric("grpc_server_started_total", grpc_method="Align")
         busy = [slow_align(s) for _ in range(12)]                      # keep the single row busy
+        while server.metric("grpc_server_started_total", grpc_method="Align") < aligns + 12:
+            pass                                                       # all queued ahead of what follows
         expiring = s.Translate.future(pb.TranslateRequest(sentences=[SHORT]), timeout=0.05)
         cancelled = s.Translate.future(pb.TranslateRequest(sentences=[LONG]))
         while server.metric("grpc_server_started_total", grpc_method="Translate") < started + 2:
@@ -325,16 +330,18 @@ def test_failing_step_fails_only_its_requests(tiny_model, tmp_path):
 
 
 def test_sigterm_drains_without_losing_in_flight_requests(tiny_model):
-    env = {"ATTNMT_MAX_BATCH_ROWS": "2", "ATTNMT_MAX_TOKENS_PER_SENTENCE": "1024", "ATTNMT_GRACE_PERIOD_SECONDS": "30"}
+    env = {"ATTNMT_MAX_BATCH_ROWS": "1", "ATTNMT_MAX_TOKENS_PER_SENTENCE": "1024", "ATTNMT_GRACE_PERIOD_SECONDS": "30"}
     server = RunningServer([tiny_model], env)
     try:
         with grpc.insecure_channel(server.address) as channel:
             s = pb_grpc.TranslatorStub(channel)
-            in_flight = [slow_align(s) for _ in range(6)]
-            import time
-            time.sleep(0.3)                                 # all six are admitted
-            server.proc.send_signal(__import__("signal").SIGTERM)
-            time.sleep(0.3)
+            in_flight = [slow_align(s) for _ in range(16)]
+            while server.metric("grpc_server_started_total", grpc_method="Align") < 16:
+                pass                                        # all sixteen reached the server
+            assert server.metric("grpc_server_handled_total", grpc_method="Align") < 16   # some still running
+            server.proc.send_signal(signal.SIGTERM)
+            while not any("draining" in line for line in server.log):
+                time.sleep(0.01)
             with grpc.insecure_channel(server.address) as late_channel:
                 late = code_of(lambda: pb_grpc.TranslatorStub(late_channel).Translate(
                     pb.TranslateRequest(sentences=[SHORT]), timeout=5))
