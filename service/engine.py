@@ -137,8 +137,3 @@ class Engine:
         self.decoder.run_with_iobinding(binding)
         log_probs, new_state, alpha = binding.copy_outputs_to_cpu()
         return log_probs, new_state, alpha
-
-    def describe(self) -> dict:
-        m = self.manifest
-        return {"name": m.name, "version": m.version, "provider": self.provider,
-                "source_language": m.source_language, "target_language": m.target_language}
