@@ -13,6 +13,8 @@ from typing import Iterable
 
 import sentencepiece as spm
 
+from attnmt.service.tokenizer import Tokenizer as ServingTokenizer
+
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 MODEL_FILE = "spm.model"
 
@@ -33,20 +35,8 @@ def train_tokenizer(sentences: Iterable[str], out_dir: Path, vocab_size: int = 8
     return path
 
 
-class Tokenizer:
-    """Encode to ids (no BOS/EOS; the batcher adds them) and decode back to text."""
-
-    def __init__(self, path: Path):
-        self.sp = spm.SentencePieceProcessor(model_file=str(path))
-
-    def __len__(self) -> int:
-        return self.sp.get_piece_size()
-
-    def encode(self, text: str) -> list[int]:
-        return self.sp.encode(text)
+class Tokenizer(ServingTokenizer):
+    """The serving tokenizer; decoding for dev BLEU also drops <unk> and specials."""
 
     def decode(self, ids: list[int]) -> str:
         return self.sp.decode([i for i in ids if i > EOS_ID])
-
-    def pieces(self, ids: list[int]) -> list[str]:
-        return [self.sp.id_to_piece(i) for i in ids]
