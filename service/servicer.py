@@ -112,10 +112,7 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
         jobs: list[Job] = served.scheduler.submit(searches, deadline)
         try:
             await asyncio.gather(*(j.future for j in jobs))
-        except asyncio.CancelledError:
-            served.scheduler.cancel(jobs)
-            raise
-        except BaseException:
+        except BaseException:             # CancelledError included: the client went away or the deadline passed
             served.scheduler.cancel(jobs)
             raise
 

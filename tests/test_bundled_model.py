@@ -1,7 +1,6 @@
 """The model `make serve` serves: present, intact, and better than the rule-based baseline."""
 
 import json
-from pathlib import Path
 
 import pytest
 
