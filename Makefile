@@ -5,6 +5,8 @@ BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip install -q -c constraints.txt
 MODEL ?= models/rnnsearch-es-en
 DATA ?= data/bible
+SOFTWARE ?= data/gettext
+MIXED ?= data/es-en
 RUN ?= runs/rnnsearch-es-en
 CONFIG ?= model/configs/rnnsearch-es-en.yaml
 
@@ -39,6 +41,9 @@ data: $(VENV)/.dev
 	@dpkg -s sword-text-sparv sword-text-web libsword-utils >/dev/null 2>&1 \
 		|| (apt-get update -q && apt-get install -y -q sword-text-sparv sword-text-web libsword-utils)
 	$(BIN)/attnmt data bible $(DATA)
+	@test -n "$$(ls /var/lib/apt/lists/*_Packages 2>/dev/null)" || apt-get update -q
+	$(BIN)/attnmt data gettext $(SOFTWARE)
+	$(BIN)/attnmt data mix $(MIXED) $(DATA):2 $(SOFTWARE):1 --dev-max 500
 
 train: $(VENV)/.dev
 	$(BIN)/attnmt train --config $(CONFIG) --run $(RUN)

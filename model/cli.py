@@ -13,9 +13,19 @@ from pathlib import Path
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("data", help="prepare a parallel corpus")
-    p.add_argument("corpus", choices=["bible"], help="bible: Reina-Valera 1909 / World English Bible from SWORD")
-    p.add_argument("out_dir", type=Path)
-    p.set_defaults(func=cmd_data)
+    corpus = p.add_subparsers(dest="corpus", required=True)
+    c = corpus.add_parser("bible", help="Reina-Valera 1909 / World English Bible from SWORD")
+    c.add_argument("out_dir", type=Path)
+    c.set_defaults(func=cmd_data_bible)
+    c = corpus.add_parser("gettext", help="software messages from the Spanish gettext catalogs of Debian packages")
+    c.add_argument("out_dir", type=Path)
+    c.add_argument("--cache", type=Path, help="where downloaded and unpacked packages are kept (default: OUT/cache)")
+    c.set_defaults(func=cmd_data_gettext)
+    c = corpus.add_parser("mix", help="concatenate corpora into one training directory (train oversampled, dev capped)")
+    c.add_argument("out_dir", type=Path)
+    c.add_argument("corpora", nargs="+", help="DATA_DIR or DATA_DIR:WEIGHT (train repeated WEIGHT times)")
+    c.add_argument("--dev-max", type=int, default=500, help="dev pairs kept per corpus")
+    c.set_defaults(func=cmd_data_mix)
 
     p = sub.add_parser("train", help="train an RNNsearch model (resumes an interrupted run)")
     p.add_argument("--config", type=Path, help="YAML training config (keys: model/train.py TrainConfig)")
@@ -64,10 +74,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.set_defaults(func=cmd_bench_server)
 
 
-def cmd_data(args: argparse.Namespace) -> int:
+def cmd_data_bible(args: argparse.Namespace) -> int:
     from .data import extract_bible
-    counts = extract_bible(args.out_dir)
-    print(json.dumps(counts))
+    print(json.dumps(extract_bible(args.out_dir)))
+    return 0
+
+
+def cmd_data_gettext(args: argparse.Namespace) -> int:
+    from .gettext_corpus import extract_gettext
+    print(json.dumps(extract_gettext(args.out_dir, args.cache)))
+    return 0
+
+
+def cmd_data_mix(args: argparse.Namespace) -> int:
+    from .gettext_corpus import mix
+    corpora = []
+    for spec in args.corpora:
+        path, _, weight = spec.partition(":")
+        corpora.append((Path(path), int(weight or 1)))
+    print(json.dumps(mix(args.out_dir, corpora, args.dev_max)))
     return 0
 
 

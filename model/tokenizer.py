@@ -20,8 +20,10 @@ MODEL_FILE = "spm.model"
 
 
 def train_tokenizer(sentences: Iterable[str], out_dir: Path, vocab_size: int = 8000,
-                    model_type: str = "unigram", seed_sentences: int = 200_000) -> Path:
-    """Train a joint SentencePiece model on source and target sentences together."""
+                    model_type: str = "unigram", seed_sentences: int = 200_000,
+                    user_symbols: list[str] | None = None) -> Path:
+    """Train a joint SentencePiece model on source and target sentences together;
+    `user_symbols` (placeholder sentinels) are always single pieces."""
     out_dir.mkdir(parents=True, exist_ok=True)
     model = io.BytesIO()
     spm.SentencePieceTrainer.train(
@@ -29,6 +31,7 @@ def train_tokenizer(sentences: Iterable[str], out_dir: Path, vocab_size: int = 8
         vocab_size=vocab_size, model_type=model_type, character_coverage=1.0,
         pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
         input_sentence_size=seed_sentences, shuffle_input_sentence=True, hard_vocab_limit=False,
+        user_defined_symbols=user_symbols or [],
         minloglevel=2)
     path = out_dir / MODEL_FILE
     path.write_bytes(model.getvalue())

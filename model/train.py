@@ -28,6 +28,7 @@ import yaml
 from .batching import bucket_batches, make_batch
 from .data import corpus_files, read_parallel
 from .network import ModelConfig, RNNsearch, count_parameters
+from .placeholders import SENTINELS, protect_share
 from .search import translate_ids
 from .tokenizer import MODEL_FILE, PAD_ID, Tokenizer, train_tokenizer
 
@@ -53,6 +54,7 @@ class TrainConfig:
     decay_patience: int = 2
     min_learning_rate: float = 1e-5
     seed: int = 1234
+    placeholder_rate: float = 0.0      # share of training pairs with placeholders given sentinels instead (placeholders.py)
     threads: int = 0                   # torch intra-op threads (0: torch's default)
     log_every: int = 50
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -85,9 +87,15 @@ class Log:
         print(("\r" if sys.stderr.isatty() else "") + line, file=sys.stderr, flush=True)
 
 
-def load_split(cfg: TrainConfig, split: str, tok: Tokenizer) -> tuple[list[list[int]], list[list[int]], list[str]]:
+def read_split(cfg: TrainConfig, split: str) -> list[tuple[str, str]]:
+    """A split's pairs; training pairs get placeholder sentinels at `placeholder_rate`."""
     src_path, tgt_path = corpus_files(Path(cfg.data_dir), split, cfg.src_lang, cfg.tgt_lang)
     pairs = list(read_parallel(src_path, tgt_path))
+    return protect_share(pairs, cfg.placeholder_rate) if split == "train" else pairs
+
+
+def load_split(cfg: TrainConfig, split: str, tok: Tokenizer) -> tuple[list[list[int]], list[list[int]], list[str]]:
+    pairs = read_split(cfg, split)
     return ([tok.encode(s) for s, _ in pairs], [tok.encode(t) for _, t in pairs], [t for _, t in pairs])
 
 
@@ -132,9 +140,9 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
         config_file.write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
 
     if not (run_dir / MODEL_FILE).exists():
-        src_path, tgt_path = corpus_files(Path(cfg.data_dir), "train", cfg.src_lang, cfg.tgt_lang)
-        sentences = [s for pair in read_parallel(src_path, tgt_path) for s in pair]
-        train_tokenizer(sentences, run_dir, cfg.vocab_size, cfg.spm_type)
+        sentences = [s for pair in read_split(cfg, "train") for s in pair]
+        symbols = SENTINELS if cfg.placeholder_rate > 0 else []
+        train_tokenizer(sentences, run_dir, cfg.vocab_size, cfg.spm_type, user_symbols=symbols)
         log(f"trained {cfg.spm_type} SentencePiece ({cfg.vocab_size} pieces) on {len(sentences)} sentences")
     tok = Tokenizer(run_dir / MODEL_FILE)
     cfg.model.vocab_size = len(tok)
