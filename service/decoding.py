@@ -1,17 +1,22 @@
-"""Search over the decoder step: greedy, beam and forced decoding, batched over
-many sentences of different lengths that may join and leave at any step.
+"""Decoding over the step graph: greedy, beam and forced, batched over many
+sentences of different lengths that may join and leave at any step.
 
 `DecodeBatch` is the unit both callers drive: `attnmt translate` adds a whole
-file's batch and steps until it is empty; the server's scheduler adds sentences
-at step boundaries as requests arrive (iteration-level batching) and answers
-each one the step it finishes.
+file's sentences and steps until it is empty; the server's decode worker adds
+sentences at step boundaries as requests arrive (iteration-level batching) and
+hands each one back the step it finishes.
 
-Beam search follows Marian: the beam starts with one row, each step keeps the
-top-k of (rows x vocabulary) continuations, a continuation ending in </s>
-finishes and shrinks the beam by one, and the sentence is done when the beam
-is empty or the length limit is reached. Beam size 1 is exactly greedy search.
-Each hypothesis is a chain of back-pointers, so the alignment returned is the
-chosen hypothesis's own α rows, not the last beam's.
+A step costs one ONNX Runtime call and a few numpy operations over all rows:
+greedy and forced rows take the graph's first choice (or their forced token)
+in one vectorised assignment, beam sentences are merged together by
+`search.select_beams`, and histories live in row slots (`slots.Rows`), so a
+finished hypothesis is a slice. The only Python loops are over sentences that
+finish and over beam sentences when their rows are reassigned.
+
+Beam size 1 is greedy search; beam rows of one sentence share its attention
+memory, attended through a row -> sentence index (`decoder_step_shared`).
+When every sentence has one row, rows and memory slots coincide and the
+cheaper `decoder_step` graph runs without that gather.
 """
 
 from __future__ import annotations
@@ -23,6 +28,10 @@ import numpy as np
 
 from .engine import Engine
 from .errors import InvalidInput
+from .search import select_beams
+from .slots import Memory, Rows
+
+GREEDY, FORCED, BEAM = 0, 1, 2
 
 
 @dataclass(frozen=True)
@@ -56,53 +65,34 @@ class Hypothesis:
     score: float                  # length-normalised log_prob, what n-best is sorted by
 
 
-class _Node:
-    """One step of a hypothesis: a back-pointer chain shared between beam rows."""
-    __slots__ = ("token", "log_prob", "alpha", "parent", "length")
-
-    def __init__(self, token: int, log_prob: float, alpha: np.ndarray, parent: "_Node | None"):
-        self.token, self.log_prob, self.alpha, self.parent = token, log_prob, alpha, parent
-        self.length = 1 if parent is None else parent.length + 1
-
-    def unroll(self) -> tuple[list[int], list[float], list[np.ndarray]]:
-        tokens, log_probs, alphas = [], [], []
-        node: _Node | None = self
-        while node is not None:
-            tokens.append(node.token)
-            log_probs.append(node.log_prob)
-            alphas.append(node.alpha)
-            node = node.parent
-        return tokens[::-1], log_probs[::-1], alphas[::-1]
-
-
 _ids = itertools.count()
 
 
 @dataclass(eq=False)
 class Search:
-    """The search state of one sentence. `forced` (target ids) turns it into
-    forced decoding: the given target is scored and aligned, not searched."""
+    """One sentence to decode. `forced` (target ids) turns it into forced
+    decoding: the given target is scored and aligned, not searched."""
     source: list[int]                       # source ids ending with </s>
     options: SearchOptions = field(default_factory=SearchOptions)
     forced: list[int] | None = None         # target ids ending with </s>
-    tag: object = None                      # the caller's handle (the scheduler's request)
     id: int = field(default_factory=lambda: next(_ids))
-    # Filled in by DecodeBatch:
-    rows: list[_Node | None] = field(default_factory=lambda: [None])   # alive hypotheses; None = <s> only
-    row_scores: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.float32))
     finished: list[Hypothesis] = field(default_factory=list)
     steps: int = 0
     done: bool = False
-    slots: list[int] = field(default_factory=list)   # this sentence's rows in its DecodeBatch
-    encoded: tuple | None = None                      # (annotations, keys, s_0) before joining
+    # Filled in by DecodeBatch:
+    slot: int = -1                          # memory slot
+    rows: list[int] = field(default_factory=list)   # live hypothesis rows
+    encoded: tuple | None = None            # (annotations, keys, init_state) before joining
 
     @property
     def src_len(self) -> int:
         return len(self.source)
 
     @property
-    def width(self) -> int:
-        return len(self.rows)
+    def kind(self) -> int:
+        if self.forced is not None:
+            return FORCED
+        return GREEDY if self.options.beam_size == 1 else BEAM
 
     @property
     def max_length(self) -> int:
@@ -110,64 +100,11 @@ class Search:
             return len(self.forced)
         return max(1, int(self.options.max_length_ratio * (self.src_len - 1)) + self.options.max_length_extra)
 
-    def _finish(self, node: _Node) -> None:
-        tokens, log_probs, alphas = node.unroll()
+    def finish(self, tokens: np.ndarray, log_probs: np.ndarray, alignment: np.ndarray) -> None:
         total = float(np.sum(log_probs, dtype=np.float64))
-        score = total / (len(tokens) ** self.options.length_penalty) if self.options.length_penalty else total
-        self.finished.append(Hypothesis(tokens, [float(x) for x in log_probs], np.stack(alphas), total, score))
-
-    def advance_greedy(self, token: int, log_prob: float, alpha: np.ndarray, eos: int) -> None:
-        """Beam size 1, the token already chosen by the batch's argmax: the same as
-        `advance` with k = 1, without a per-sentence top-k."""
-        self.steps += 1
-        node = _Node(token, log_prob, alpha, self.rows[0])
-        if token == eos or self.steps >= self.max_length:
-            self._finish(node)
-            self.rows, self.done = [], True
-        else:
-            self.rows = [node]
-
-    def advance(self, log_probs: np.ndarray, alpha: np.ndarray, eos: int) -> tuple[np.ndarray, np.ndarray]:
-        """Consume one step's output for this sentence's rows.
-        log_probs: width x V, alpha: width x src_len.
-        Returns (parent row of each surviving row, its next input token)."""
-        self.steps += 1
-        if self.forced is not None:
-            token = self.forced[self.steps - 1]
-            node = _Node(token, float(log_probs[0, token]), alpha[0], self.rows[0])
-            if self.steps == len(self.forced):
-                self._finish(node)
-                self.rows, self.done = [], True
-                return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-            self.rows = [node]
-            return np.zeros(1, dtype=np.int64), np.array([token], dtype=np.int64)
-
-        width, vocab = log_probs.shape
-        k = self.options.beam_size - len(self.finished)          # beam still open
-        scores = (self.row_scores[:, None] + log_probs).reshape(-1)  # width*V
-        if k < scores.size:
-            best = np.argpartition(-scores, k - 1)[:k]
-        else:
-            best = np.arange(scores.size)
-        best = best[np.lexsort((best, -scores[best]))]            # by score, ties by index: deterministic
-        last_step = self.steps >= self.max_length
-        parents, tokens, rows, row_scores = [], [], [], []
-        for flat in best:
-            parent, token = divmod(int(flat), vocab)
-            node = _Node(token, float(log_probs[parent, token]), alpha[parent], self.rows[parent])
-            if token == eos or last_step:
-                self._finish(node)
-            else:
-                parents.append(parent)
-                tokens.append(token)
-                rows.append(node)
-                row_scores.append(scores[flat])
-        self.rows = rows
-        self.row_scores = np.array(row_scores, dtype=np.float32)
-        if not rows:
-            self.done = True
-            self.finished.sort(key=lambda h: -h.score)
-        return np.array(parents, dtype=np.int64), np.array(tokens, dtype=np.int64)
+        n = len(tokens)
+        score = total / (n ** self.options.length_penalty) if self.options.length_penalty else total
+        self.finished.append(Hypothesis(tokens.tolist(), log_probs.tolist(), alignment, total, score))
 
     def best(self) -> list[Hypothesis]:
         """The n-best hypotheses, best first."""
@@ -178,99 +115,27 @@ class DecodeBatch:
     """Rows of many sentences decoded together, one engine step at a time.
 
     Sentences join with `add` and leave when done (or by `remove`) at step
-    boundaries. Rows live in preallocated slot arrays: a leaving row is filled by
-    moving the last live row into its slot, so the attention memory of the
-    rows that stay is never copied (a full rebuild would copy every row's
-    annotations at nearly every step once sentences finish at different times).
-    Greedy rows pick their token with one vectorised argmax over the batch.
+    boundaries.
     """
 
-    def __init__(self, engine: Engine, capacity: int = 64):
+    def __init__(self, engine: Engine):
         self.engine = engine
         self.searches: list[Search] = []
-        self.n = 0                                   # live rows: slots [0, n)
-        self._owner: list[tuple[Search, int]] = []   # slot -> (search, index in search.slots)
-        self._cap_rows, self._cap_len = 0, 0
-        self._annotations = self._keys = self._mask = None
-        self._state = self._prev = None
-        self._capacity_hint = capacity
-        self._version = 0                            # bumped whenever the attention memory changes
-        self._device_memory: tuple | None = None     # (version, rows, OrtValues) with IO binding
+        self.memory: Memory | None = None
+        self.rows: Rows | None = None
+        self._owner: list[Search | None] = []     # row -> its sentence
+        self._device_memory: tuple | None = None  # (version, OrtValues) with IO binding
 
     def __len__(self) -> int:
         return len(self.searches)
 
     @property
-    def rows(self) -> int:
-        return self.n
+    def n_rows(self) -> int:
+        return self.rows.n if self.rows else 0
 
-    # --- slot storage -----------------------------------------------------
-
-    def _reserve(self, rows: int, src_len: int) -> None:
-        """Grow (or, when mostly padding, shrink) the slot arrays to hold `rows` x `src_len`."""
-        live_len = max([s.src_len for s in self.searches] + [src_len])
-        grow = rows > self._cap_rows or live_len > self._cap_len
-        shrink = self._cap_len > 16 and live_len <= self._cap_len // 2
-        if not (grow or shrink) and self._annotations is not None:
-            return
-        cap_rows = max(rows, self._cap_rows, self._capacity_hint)
-        if rows > self._cap_rows and self._cap_rows:
-            cap_rows = max(rows, 2 * self._cap_rows)
-        if live_len > self._cap_len:      # grow with headroom: each reallocation copies every row
-            cap_len = max(live_len, self._cap_len * 5 // 4)
-        elif shrink:
-            cap_len = live_len
-        else:
-            cap_len = self._cap_len
-        cap_len = (cap_len + 7) // 8 * 8
-        a_dim, k_dim, d = self._widths
-        annotations = np.zeros((cap_rows, cap_len, a_dim), dtype=np.float32)    # rows x S x 2n
-        keys = np.zeros((cap_rows, cap_len, k_dim), dtype=np.float32)           # rows x S x K
-        mask = np.zeros((cap_rows, cap_len), dtype=bool)                        # rows x S
-        state = np.zeros((cap_rows, d), dtype=np.float32)                       # rows x d
-        prev = np.zeros(cap_rows, dtype=np.int64)                               # rows
-        if self._annotations is not None and self.n:
-            keep = min(cap_len, self._cap_len)
-            annotations[:self.n, :keep] = self._annotations[:self.n, :keep]
-            keys[:self.n, :keep] = self._keys[:self.n, :keep]
-            mask[:self.n, :keep] = self._mask[:self.n, :keep]
-            state[:self.n] = self._state[:self.n]
-            prev[:self.n] = self._prev[:self.n]
-        self._annotations, self._keys, self._mask, self._state, self._prev = annotations, keys, mask, state, prev
-        self._cap_rows, self._cap_len = cap_rows, cap_len
-        self._version += 1
-
-    def _append_rows(self, search: Search, count: int) -> list[int]:
-        slots = list(range(self.n, self.n + count))
-        for slot in slots:
-            self._owner.append((search, 0))
-        self.n += count
-        return slots
-
-    def _free(self, slots: list[int]) -> None:
-        """Release slots; live rows from the end move into the holes."""
-        if not slots:
-            return
-        freed = set(slots)
-        new_n = self.n - len(freed)
-        holes = sorted(f for f in freed if f < new_n)
-        movers = [r for r in range(new_n, self.n) if r not in freed]
-        if holes:
-            h, m = np.array(holes), np.array(movers)
-            for array in (self._annotations, self._keys, self._mask, self._state, self._prev):
-                array[h] = array[m]
-            self._version += 1
-            for hole, mover in zip(holes, movers):
-                search, index = self._owner[mover]
-                search.slots[index] = hole
-                self._owner[hole] = (search, index)
-        del self._owner[new_n:]
-        self.n = new_n
-
-    def _set_slots(self, search: Search, slots: list[int]) -> None:
-        search.slots = slots
-        for index, slot in enumerate(slots):
-            self._owner[slot] = (search, index)
+    @property
+    def longest(self) -> int:
+        return max((s.src_len for s in self.searches), default=0)
 
     # --- joining and leaving ---------------------------------------------------
 
@@ -280,96 +145,222 @@ class DecodeBatch:
         if not todo:
             return
         encoded = self.engine.encode([s.source for s in todo])
-        for row, search in enumerate(todo):
+        for i, search in enumerate(todo):
             n = search.src_len
-            search.encoded = (encoded.annotations[row, :n], encoded.keys[row, :n], encoded.init_state[row])
+            state = {name: value[i] for name, value in encoded.init_state.items()}
+            search.encoded = (encoded.annotations[i, :n], encoded.keys[i, :n], state)
 
     def add(self, searches: list[Search]) -> None:
         """Let sentences join at the next step (encoding those not encoded yet)."""
         if not searches:
             return
         self.encode(searches)
-        annotations, keys, state = searches[0].encoded
-        self._widths = (annotations.shape[-1], keys.shape[-1], state.shape[-1])
-        self._reserve(self.n + len(searches), max(s.src_len for s in searches))
-        self.searches.extend(searches)
-        self._version += 1
+        if self.memory is None:
+            annotations, keys, state = searches[0].encoded
+            self.memory = Memory(annotations.shape[-1], keys.shape[-1])
+            self.rows = Rows({name: value.shape for name, value in state.items()})
+        memory, rows = self.memory, self.rows
+        memory.reserve(memory.n + len(searches), max(s.src_len for s in searches))
+        rows.reserve(rows.n + len(searches), max(s.max_length for s in searches) + 1, memory.length)
         for search in searches:
-            (slot,) = self._append_rows(search, 1)
-            self._set_slots(search, [slot])
-            n = search.src_len
             annotations, keys, state = search.encoded
-            search.encoded = None                    # the slot holds it now
-            self._annotations[slot, :n] = annotations
-            self._annotations[slot, n:] = 0
-            self._keys[slot, :n] = keys
-            self._keys[slot, n:] = 0
-            self._mask[slot] = False
-            self._mask[slot, :n] = True
-            self._state[slot] = state
-            self._prev[slot] = self.engine.bos_id
+            search.encoded = None                      # the slot holds it now
+            search.slot = memory.add(annotations, keys)
+            (row,) = rows.add(1)
+            for name, value in state.items():
+                rows.state[name][row] = value
+            rows.prev[row], rows.slot[row], rows.score[row], rows.steps[row] = self.engine.bos_id, search.slot, 0, 0
+            search.rows = [int(row)]
+            self._set_owner(row, search)
+        self.searches.extend(searches)
 
     def remove(self, search: Search) -> None:
         """Drop a sentence before the next step (cancelled or expired)."""
         self.searches.remove(search)
-        self._free(list(search.slots))
-        search.slots = []
+        self._release([search])
+
+    def _set_owner(self, row: int, search: Search | None) -> None:
+        while len(self._owner) <= row:
+            self._owner.append(None)
+        self._owner[row] = search
+
+    def _free_rows(self, freed: list[int]) -> None:
+        for old, new in self.rows.free(freed).items():
+            search = self._owner[old]
+            search.rows[search.rows.index(old)] = new
+            self._owner[new] = search
+        del self._owner[self.rows.n:]
+
+    def _release(self, gone: list[Search]) -> None:
+        """Free the rows and memory slots of sentences that left."""
+        if not gone:
+            return
+        self._free_rows([r for s in gone for r in s.rows])
+        moved = self.memory.free([s.slot for s in gone])
+        if moved:
+            by_slot = {s.slot: s for s in self.searches}
+            for old, new in moved.items():
+                search = by_slot[old]
+                search.slot = new
+                self.rows.slot[search.rows] = new
+        for s in gone:
+            s.rows, s.slot = [], -1
+        self.memory.shrink(self.longest)
 
     # --- one step ------------------------------------------------------------
+
+    def _memory(self) -> tuple:
+        if not self.engine.io_binding:
+            return self.memory.view()
+        if self._device_memory is None or self._device_memory[0] != (self.memory.version, self.memory.n):
+            self._device_memory = ((self.memory.version, self.memory.n), self.engine.upload(*self.memory.view()))
+        return self._device_memory[1]
 
     def step(self) -> list[Search]:
         """Run one decoder step for every row; return the sentences that finished."""
         if not self.searches:
             return []
-        n, eos = self.n, self.engine.eos_id
-        memory = None
-        if self.engine.io_binding:
-            if self._device_memory is None or self._device_memory[:2] != (self._version, n):
-                values = self.engine.upload_memory(self._annotations[:n], self._keys[:n], self._mask[:n])
-                self._device_memory = (self._version, n, values)
-            memory = self._device_memory[2]
-        log_probs, new_state, alpha = self.engine.step(
-            self._prev[:n], self._state[:n], self._annotations[:n], self._keys[:n], self._mask[:n], memory)
-        greedy_tokens = log_probs.argmax(axis=1)                           # rows: the greedy choice
-        freed: list[int] = []
-        finished, alive = [], []
-        state, prev = self._state, self._prev
-        state[:n] = new_state
-        for search in self.searches:
-            slots = search.slots
-            if search.forced is None and search.options.beam_size == 1:
-                slot = slots[0]
-                token = int(greedy_tokens[slot])
-                search.advance_greedy(token, float(log_probs[slot, token]), alpha[slot, :search.src_len], eos)
-                if not search.done:
-                    prev[slot] = token
-            else:
-                rows = np.array(slots)
-                parents, tokens = search.advance(log_probs[rows], alpha[rows, :search.src_len], eos)
-                width = len(tokens)
-                if width > len(slots):                                     # the beam opens: new rows
-                    extra = width - len(slots)
-                    self._reserve(self.n + extra, 0)
-                    state, prev = self._state, self._prev
-                    new_slots = self._append_rows(search, extra)
-                    for array in (self._annotations, self._keys, self._mask):
-                        array[new_slots] = array[slots[0]]
-                    self._version += 1
-                    slots = slots + new_slots
-                if width:
-                    state[slots[:width]] = new_state[rows[parents]]
-                    prev[slots[:width]] = tokens
-                freed += slots[width:]
-                self._set_slots(search, slots[:width])
-            if search.done:
+        rows, memory, engine = self.rows, self.memory, self.engine
+        memory_index = None
+        if rows.n == memory.n:          # one row per sentence: the direct graph, row r -> slot r
+            if not np.array_equal(rows.slot[:rows.n], np.arange(rows.n)):
+                self._align_rows_to_slots()
+        else:
+            memory_index = rows.slot[:rows.n].copy()
+        R = rows.n
+        kinds = self._kinds()                                              # R
+        beams = [s for s in self.searches if s.kind == BEAM]
+        k = max((s.options.beam_size for s in beams), default=1)
+        forced_next = np.zeros(R, dtype=np.int64)                          # R
+        for s in self.searches:
+            if s.kind == FORCED:
+                forced_next[s.rows[0]] = s.forced[s.steps]
+        out = engine.step(rows.prev[:R], {n: a[:R] for n, a in rows.state.items()}, self._memory(), k,
+                          forced_next, memory_index)
+
+        t = rows.steps[:R].copy()                                          # R: where this step writes
+        S = out.alpha.shape[1]
+        rows.reserve(R, int(t.max()) + 2, S)
+        everyone = np.arange(R)
+        rows.alpha[everyone, t, :S] = out.alpha                            # α belongs to the row that produced it
+        rows.alpha[everyone, t, S:] = 0
+        for name, value in out.state.items():
+            rows.state[name][:R] = value
+        limits = self._limits()                                            # R: max_length of each row's sentence
+
+        finished: list[Search] = []
+        for kind, tokens, log_probs in ((GREEDY, out.topk_ids[:, 0], out.topk_log_probs[:, 0]),
+                                        (FORCED, forced_next, out.forced_log_probs)):
+            chosen = np.flatnonzero(kinds == kind)
+            if not len(chosen):
+                continue
+            tok, lp = tokens[chosen], log_probs[chosen]
+            rows.tokens[chosen, t[chosen]] = tok
+            rows.log_probs[chosen, t[chosen]] = lp
+            rows.prev[chosen] = tok
+            rows.score[chosen] += lp
+            rows.steps[chosen] += 1
+            ending = (rows.steps[chosen] >= limits[chosen]) | ((tok == engine.eos_id) & (kind == GREEDY))
+            for row in chosen[ending]:
+                search = self._owner[row]
+                n = int(rows.steps[row])
+                search.finish(rows.tokens[row, :n].copy(), rows.log_probs[row, :n].copy(),
+                              rows.alpha[row, :n, :search.src_len].copy())
+                search.done = True
                 finished.append(search)
-                freed += search.slots
-                search.slots = []
-            else:
-                alive.append(search)
-        self.searches = alive
-        self._free(freed)
+        for search in self.searches:
+            search.steps += 1
+        if beams:
+            finished += self._advance_beams(beams, out, t)
+        if finished:
+            done = {s.id for s in finished}
+            self.searches = [s for s in self.searches if s.id not in done]
+            self._release(finished)
         return finished
+
+    def _kinds(self) -> np.ndarray:
+        kinds = np.empty(self.rows.n, dtype=np.int8)
+        for s in self.searches:
+            kinds[s.rows] = s.kind
+        return kinds
+
+    def _limits(self) -> np.ndarray:
+        limits = np.empty(self.rows.n, dtype=np.int64)
+        for s in self.searches:
+            limits[s.rows] = s.max_length
+        return limits
+
+    def _align_rows_to_slots(self) -> None:
+        """After beam sentences left, put row i back on memory slot i (the direct graph's layout)."""
+        order = np.argsort(self.rows.slot[:self.rows.n], kind="stable")
+        self.rows.permute(order)
+        for search in self.searches:
+            search.rows = [search.slot]
+            self._owner[search.slot] = search
+
+    def _advance_beams(self, beams: list[Search], out, t: np.ndarray) -> list[Search]:
+        rows, eos = self.rows, self.engine.eos_id
+        width = max(len(s.rows) for s in beams)
+        matrix = np.full((len(beams), width), -1, dtype=np.int64)          # B x W
+        for i, s in enumerate(beams):
+            matrix[i, :len(s.rows)] = s.rows
+        sizes = np.array([s.options.beam_size for s in beams])
+        open_places = sizes - np.array([len(s.finished) for s in beams])
+        last = np.array([s.steps >= s.max_length for s in beams])
+        choice = select_beams(matrix, rows.score, out.topk_ids, out.topk_log_probs, sizes, open_places, last, eos)
+
+        finished: list[Search] = []
+        dst, src, cols = [], [], []
+        freed: list[int] = []
+        for i, search in enumerate(beams):
+            n = search.steps                       # tokens including this step's
+            for c in np.flatnonzero(choice.ends[i]):
+                p = choice.parent[i, c]
+                tokens = np.append(rows.tokens[p, :n - 1], choice.token[i, c])
+                log_probs = np.append(rows.log_probs[p, :n - 1], choice.log_prob[i, c])
+                search.finish(tokens, log_probs, rows.alpha[p, :n, :search.src_len].copy())
+            going = np.flatnonzero(choice.keep[i] & ~choice.ends[i])
+            old = search.rows
+            if len(going) > len(old):
+                rows.reserve(rows.n + len(going) - len(old), rows.max_steps, rows.length)
+                new = [int(r) for r in rows.add(len(going) - len(old))]
+                for r in new:
+                    self._set_owner(r, search)
+                old = old + new
+            search.rows = old[:len(going)]
+            freed += old[len(going):]
+            dst += search.rows
+            src += [int(choice.parent[i, c]) for c in going]
+            cols += [(i, int(c)) for c in going]
+            if not len(going):
+                search.done = True
+                search.finished.sort(key=lambda h: -h.score)
+                finished.append(search)
+        if dst:
+            d, s = np.array(dst), np.array(src)
+            b, c = np.array(cols).T
+            steps = int(t[s].max()) + 1
+            rows.copy(d, s, steps)                 # children take their parent's state and history
+            at = t[s]
+            rows.tokens[d, at] = choice.token[b, c]
+            rows.log_probs[d, at] = choice.log_prob[b, c]
+            rows.prev[d] = choice.token[b, c]
+            rows.score[d] = choice.score[b, c]
+            rows.steps[d] = at + 1
+        if freed:
+            live = [f for f in freed if self._owner[f] is not None]
+            for f in live:
+                self._owner[f] = None
+            self._free_rows_unowned(live)
+        return finished
+
+    def _free_rows_unowned(self, freed: list[int]) -> None:
+        """Free rows no sentence holds any more (a beam that narrowed)."""
+        for old, new in self.rows.free(freed).items():
+            search = self._owner[old]
+            search.rows[search.rows.index(old)] = new
+            self._owner[new] = search
+        del self._owner[self.rows.n:]
 
 
 def decode_all(engine: Engine, searches: list[Search], max_rows: int = 64) -> list[Search]:
@@ -379,9 +370,8 @@ def decode_all(engine: Engine, searches: list[Search], max_rows: int = 64) -> li
     pending = sorted(searches, key=lambda s: s.src_len)   # pop() takes the longest
     batch = DecodeBatch(engine)
     while pending or len(batch):
-        joining = []
-        rows = batch.rows
-        while pending and rows + pending[-1].options.beam_size <= max_rows or (pending and not len(batch) and not joining):
+        joining, rows = [], batch.n_rows
+        while pending and (rows + pending[-1].options.beam_size <= max_rows or not (len(batch) or joining)):
             search = pending.pop()
             joining.append(search)
             rows += search.options.beam_size

@@ -1,6 +1,11 @@
-"""The ONNX Runtime engine: two sessions (encoder, decoder step) over a model
-directory. No search logic lives here (that is `decoding.py`); this module
-owns providers, threads and the exact tensors each graph takes.
+"""The ONNX Runtime engine: the encoder and the two decoder-step graphs of a
+model directory. No search logic lives here (that is `search.py` and
+`decoding.py`); this module owns providers, threads and the exact tensors each
+graph takes (see `manifest.py` for the contract).
+
+Token choice happens inside the step graph: a step returns each row's k best
+tokens and their log-probabilities, never rows x vocabulary, so on a GPU only
+ids, scores, α and the new state cross to the host.
 """
 
 from __future__ import annotations
@@ -13,7 +18,8 @@ import numpy as np
 import onnxruntime as ort
 
 from .errors import ModelLoadError
-from .manifest import DECODER_INPUTS, DECODER_OUTPUTS, ENCODER_INPUTS, ENCODER_OUTPUTS, Manifest, load_manifest
+from .manifest import (DECODER_INPUTS, DECODER_OUTPUTS, ENCODER_INPUTS, ENCODER_OUTPUTS, SHARED_DECODER_INPUTS,
+                       Manifest, load_manifest)
 from .tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
@@ -36,11 +42,20 @@ class EngineOptions:
 
 @dataclass
 class Encoded:
-    """Encoder output for a batch; arrays are numpy (CPU) views."""
-    annotations: np.ndarray   # batch x src_len x 2n (float32)
-    keys: np.ndarray          # batch x src_len x K
-    mask: np.ndarray          # batch x src_len (bool)
-    init_state: np.ndarray    # batch x d
+    """Encoder output for N sentences; numpy arrays."""
+    annotations: np.ndarray   # N x S x 2n (float32)
+    keys: np.ndarray          # N x S x K
+    mask: np.ndarray          # N x S (bool)
+    init_state: dict[str, np.ndarray]   # step-state name -> N x ...
+
+
+@dataclass
+class StepOutput:
+    topk_log_probs: np.ndarray    # R x k, best first
+    topk_ids: np.ndarray          # R x k
+    forced_log_probs: np.ndarray  # R: log p of each row's forced token
+    state: dict[str, np.ndarray]  # step-state name -> R x ... (the state for the next step)
+    alpha: np.ndarray             # R x S
 
 
 class Engine:
@@ -54,14 +69,22 @@ class Engine:
         if len(self.tokenizer) != self.manifest.vocab_size:
             raise ModelLoadError(f"{self.model_dir}: tokenizer has {len(self.tokenizer)} pieces, "
                                  f"manifest says vocab_size {self.manifest.vocab_size}")
+        self.state_names = dict(self.manifest.step_state)       # input -> output that replaces it
+        extra = tuple(n for n in self.state_names if n not in DECODER_INPUTS)
         self.providers = self._providers(options.device)
         self.encoder = self._session("encoder", ENCODER_INPUTS, ENCODER_OUTPUTS)
-        self.decoder = self._session("decoder_step", DECODER_INPUTS, DECODER_OUTPUTS)
+        self.decoder = self._session("decoder_step", DECODER_INPUTS + extra, DECODER_OUTPUTS)
+        self.shared_decoder = self._session("decoder_step_shared", SHARED_DECODER_INPUTS + extra, DECODER_OUTPUTS)
         self.provider = self.decoder.get_providers()[0]
         self.io_binding = options.io_binding if options.io_binding is not None else options.device == "cuda"
         self.device = "cuda" if self.provider == "CUDAExecutionProvider" else "cpu"
         ids = self.manifest.special_ids
         self.pad_id, self.unk_id, self.bos_id, self.eos_id = ids.pad, ids.unk, ids.bos, ids.eos
+        self.vocab_size = self.manifest.vocab_size
+        # Never choose <pad> or <s>: -inf before the softmax removes them and
+        # renormalises over the rest (their probability is ~0 after training).
+        self.default_bias = np.zeros((1, self.vocab_size), dtype=np.float32)    # 1 x V
+        self.default_bias[0, [self.pad_id, self.bos_id]] = -np.inf
 
     @staticmethod
     def _providers(device: str) -> list[str]:
@@ -77,6 +100,8 @@ class Engine:
         return ["CUDAExecutionProvider", "CPUExecutionProvider"]
 
     def _session(self, graph: str, inputs: tuple[str, ...], outputs: tuple[str, ...]) -> ort.InferenceSession:
+        if graph not in self.manifest.graphs:
+            raise ModelLoadError(f"{self.model_dir}: the manifest names no {graph!r} graph")
         path = self.model_dir / self.manifest.graphs[graph]
         so = ort.SessionOptions()
         so.graph_optimization_level = _LEVELS[self.options.optimization]
@@ -96,44 +121,61 @@ class Engine:
                                  "(pip install 'onnxruntime-gpu[cuda,cudnn]'), or set device=cpu")
         names_in = tuple(i.name for i in session.get_inputs())
         names_out = tuple(o.name for o in session.get_outputs())
-        if set(names_in) != set(inputs) or set(names_out) != set(outputs):
+        want_out = outputs + tuple(o for o in self.state_names.values() if o not in outputs) if graph != "encoder" \
+            else outputs
+        if set(names_in) != set(inputs) or set(names_out) != set(want_out):
             raise ModelLoadError(f"{path}: graph has inputs {names_in} and outputs {names_out}, "
-                                 f"expected {inputs} -> {outputs}")
+                                 f"expected {inputs} -> {want_out}")
         return session
 
     def encode(self, sources: list[list[int]]) -> Encoded:
         """Encode token id lists (each already ending with </s>)."""
         lengths = np.array([len(s) for s in sources], dtype=np.int64)
-        tokens = np.full((len(sources), int(lengths.max())), self.pad_id, dtype=np.int64)  # batch x src_len
+        tokens = np.full((len(sources), int(lengths.max())), self.pad_id, dtype=np.int64)  # N x S
         for row, ids in enumerate(sources):
             tokens[row, :len(ids)] = ids
         annotations, keys, mask, init_state = self.encoder.run(
             list(ENCODER_OUTPUTS), {"src_tokens": tokens, "src_lengths": lengths})
-        return Encoded(annotations, keys, mask, init_state)
+        return Encoded(annotations, keys, mask, {"state": init_state})
 
-    def upload_memory(self, annotations: np.ndarray, keys: np.ndarray, mask: np.ndarray) -> tuple:
-        """The attention memory as OrtValues on the execution device. With IO binding,
-        a DecodeBatch uploads it once and reuses it for every step until its rows
-        change, instead of copying annotations host -> device at each step."""
-        return tuple(ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(x), self.device, 0)
-                     for x in (annotations, keys, mask))
+    def upload(self, *arrays: np.ndarray) -> tuple:
+        """Arrays as OrtValues on the execution device. With IO binding, a DecodeBatch
+        uploads the attention memory once and reuses it until sentences join or
+        leave, instead of copying annotations host -> device at each step."""
+        return tuple(ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(x), self.device, 0) for x in arrays)
 
-    def step(self, prev_tokens: np.ndarray, state: np.ndarray, annotations: np.ndarray, keys: np.ndarray,
-             mask: np.ndarray, memory: tuple | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """One decoder step for every row: log_probs (rows x V), new_state (rows x d), α (rows x src_len).
-        `memory` (from `upload_memory`) stands for annotations, keys and mask when IO binding is on."""
+    def step(self, prev_tokens: np.ndarray, state: dict[str, np.ndarray], memory: tuple, k: int,
+             forced_tokens: np.ndarray, memory_index: np.ndarray | None = None,
+             vocab_bias: np.ndarray | None = None) -> StepOutput:
+        """One decoder step for R rows.
+
+        memory: (annotations, keys, src_mask), numpy arrays or OrtValues from `upload`;
+        without `memory_index` row r attends memory row r (N = R), with it row r
+        attends memory row memory_index[r] (beam rows share their sentence's memory).
+        vocab_bias: 1 x V or R x V additive logits bias (default: forbid <pad> and <s>).
+        """
+        session = self.decoder if memory_index is None else self.shared_decoder
+        feeds = {"prev_tokens": prev_tokens, **state,
+                 "vocab_bias": self.default_bias if vocab_bias is None else vocab_bias,
+                 "k": np.array([k], dtype=np.int64), "forced_tokens": forced_tokens}
+        if memory_index is not None:
+            feeds["memory_index"] = memory_index
+        names = list(DECODER_OUTPUTS) + [o for o in self.state_names.values() if o not in DECODER_OUTPUTS]
         if not self.io_binding:
-            log_probs, new_state, alpha = self.decoder.run(list(DECODER_OUTPUTS), {
-                "prev_tokens": prev_tokens, "state": state, "annotations": annotations, "keys": keys,
-                "src_mask": mask})
-            return log_probs, new_state, alpha
-        binding = self.decoder.io_binding()
-        binding.bind_cpu_input("prev_tokens", np.ascontiguousarray(prev_tokens))
-        binding.bind_cpu_input("state", np.ascontiguousarray(state))
-        for name, value in zip(("annotations", "keys", "src_mask"), memory or self.upload_memory(annotations, keys, mask)):
-            binding.bind_ortvalue_input(name, value)
-        for name in DECODER_OUTPUTS:     # the search runs on the host: outputs come back each step
-            binding.bind_output(name, "cpu")
-        self.decoder.run_with_iobinding(binding)
-        log_probs, new_state, alpha = binding.copy_outputs_to_cpu()
-        return log_probs, new_state, alpha
+            feeds.update(zip(("annotations", "keys", "src_mask"), memory))
+            outputs = dict(zip(names, session.run(names, feeds)))
+        else:
+            binding = session.io_binding()
+            for name, value in feeds.items():
+                binding.bind_cpu_input(name, np.ascontiguousarray(value))
+            for name, value in zip(("annotations", "keys", "src_mask"), memory):
+                if isinstance(value, np.ndarray):
+                    binding.bind_cpu_input(name, np.ascontiguousarray(value))
+                else:
+                    binding.bind_ortvalue_input(name, value)
+            for name in names:
+                binding.bind_output(name, "cpu")
+            session.run_with_iobinding(binding)
+            outputs = dict(zip(names, binding.copy_outputs_to_cpu()))
+        return StepOutput(outputs["topk_log_probs"], outputs["topk_ids"], outputs["forced_log_probs"],
+                          {name: outputs[out] for name, out in self.state_names.items()}, outputs["alpha"])

@@ -1,12 +1,32 @@
 """The model directory contract shared by `model/` (which writes it) and
 `service/` (which reads it): `manifest.json` beside the graphs and tokenizer.
 
-    encoder.onnx        src_tokens[B,S] int64, src_lengths[B] int64
-                        -> annotations[B,S,2n], keys[B,S,K], src_mask[B,S] bool, init_state[B,d]
-    decoder_step.onnx   prev_tokens[B] int64, state[B,d], annotations, keys, src_mask
-                        -> log_probs[B,V], new_state[B,d], alpha[B,S]
+    encoder.onnx        src_tokens[N,S] int64, src_lengths[N] int64
+                        -> annotations[N,S,2n], keys[N,S,K], src_mask[N,S] bool, init_state[N,d]
+    decoder_step.onnx   one step for R rows, row r attending memory row r (N = R):
+                        prev_tokens[R] int64, state[R,d], annotations[R,S,2n], keys[R,S,K],
+                        src_mask[R,S] bool, vocab_bias[B,V] (B = 1 or R), k[1] int64,
+                        forced_tokens[R] int64
+                        -> topk_log_probs[R,k], topk_ids[R,k] int64, forced_log_probs[R],
+                           new_state[R,d], alpha[R,S]
+    decoder_step_shared.onnx
+                        the same, but the memory is per sentence (annotations[N,S,2n], keys,
+                        src_mask[N,S]) and memory_index[R] int64 names each row's sentence:
+                        the rows of one beam share their sentence's memory.
     spm.model           SentencePiece
     manifest.json       this schema
+
+Token choice happens inside the step graph, so the host never receives R x V
+log-probabilities: log_probs = log_softmax(logits + vocab_bias) (the bias is
+-inf for tokens a row may not choose, e.g. <pad> and <s>, and renormalises over
+the rest); the graph returns the k best per row (sorted, best first) and the
+log-probability of each row's `forced_tokens` entry (forced alignment).
+`step_state` in the manifest maps each recurrent state input to the output that
+replaces it next step ({"state": "new_state"} for RNNsearch), so the decode loop
+carries state without knowing what it holds.
+
+Schema 1 (a step returning log_probs[R,V]) is refused with a pointer to
+`attnmt upgrade-model DIR`, which re-exports from the directory's checkpoint.pt.
 """
 
 from __future__ import annotations
@@ -20,13 +40,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import ModelLoadError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 MANIFEST = "manifest.json"
 
 ENCODER_INPUTS = ("src_tokens", "src_lengths")
 ENCODER_OUTPUTS = ("annotations", "keys", "src_mask", "init_state")
-DECODER_INPUTS = ("prev_tokens", "state", "annotations", "keys", "src_mask")
-DECODER_OUTPUTS = ("log_probs", "new_state", "alpha")
+DECODER_INPUTS = ("prev_tokens", "state", "annotations", "keys", "src_mask", "vocab_bias", "k", "forced_tokens")
+SHARED_DECODER_INPUTS = DECODER_INPUTS + ("memory_index",)
+DECODER_OUTPUTS = ("topk_log_probs", "topk_ids", "forced_log_probs", "new_state", "alpha")
+GRAPHS = {"encoder": "encoder.onnx", "decoder_step": "decoder_step.onnx",
+          "decoder_step_shared": "decoder_step_shared.onnx"}
 
 
 class SpecialIds(BaseModel):
@@ -54,8 +77,11 @@ class Manifest(BaseModel):
     vocab_size: int
     special_ids: SpecialIds = Field(default_factory=SpecialIds)
     dimensions: dict[str, Any] = Field(default_factory=dict)
-    graphs: dict[str, str] = Field(default_factory=lambda: {"encoder": "encoder.onnx",
-                                                            "decoder_step": "decoder_step.onnx"})
+    graphs: dict[str, str] = Field(default_factory=lambda: dict(GRAPHS))
+    step_state: dict[str, str] = Field(default_factory=lambda: {"state": "new_state"})
+    # Placeholder protection the model was trained for (model/placeholders.py): the regular
+    # expression, the sentinel format ("⦃{}⦄") and how many numbered sentinels exist.
+    placeholders: dict[str, Any] | None = None
     opset: int = 17
     files: dict[str, FileEntry]
     training: dict[str, Any] = Field(default_factory=dict)
@@ -85,6 +111,10 @@ def load_manifest(model_dir: Path, verify: bool = True) -> Manifest:
     except json.JSONDecodeError as e:
         raise ModelLoadError(f"{path}: not valid JSON ({e})") from e
     version = raw.get("schema_version")
+    if version == 1:
+        raise ModelLoadError(f"{path}: schema_version 1 (a step graph returning full log-probabilities) is no "
+                             f"longer served; run `attnmt upgrade-model {model_dir}` to re-export it from its "
+                             "checkpoint.pt as schema_version 2")
     if version != SCHEMA_VERSION:
         raise ModelLoadError(f"{path}: schema_version {version!r} is not supported "
                              f"(this attnmt reads schema_version {SCHEMA_VERSION})")

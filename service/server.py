@@ -43,6 +43,7 @@ class Server:
         self.metrics_port = 0
         self._metrics_http = None
         self._stopping: asyncio.Task | None = None
+        self.failure: BaseException | None = None
 
     def _load_models(self) -> None:
         s = self.settings
@@ -57,7 +58,8 @@ class Server:
             if name in self.models:
                 raise ConfigError(f"models: two model directories are both named {name!r}")
             translator = Translator(engine, max_tokens=s.max_tokens_per_sentence)
-            self.models[name] = ServedModel(translator, Scheduler(translator, limits, self.metrics))
+            scheduler = Scheduler(translator, limits, self.metrics, on_death=self._worker_died)
+            self.models[name] = ServedModel(translator, scheduler)
             self.metrics.model_info.labels(name, engine.manifest.version, engine.provider).set(1)
             log.info("loaded model %s (%s) from %s on %s", name, engine.manifest.version, model_dir, engine.provider)
         default = s.default_model or next(iter(self.models))
@@ -128,6 +130,15 @@ class Server:
             log.info("warm-up %s: %r -> %r", served.translator.name, WARMUP_SENTENCE,
                      served.translator.result(WARMUP_SENTENCE, search).best.text)
 
+    def _worker_died(self, error: BaseException) -> None:
+        """A decode worker stopped for good: its calls have failed with INTERNAL. Stop
+        reporting SERVING and exit non-zero, so the orchestrator restarts the process
+        (a clean restart is more trustworthy than reviving a thread in a broken state)."""
+        log.critical("decode worker died (%s: %s): stopping the server", type(error).__name__, error)
+        self.failure = error
+        self.metrics.ready.set(0)
+        asyncio.ensure_future(self.stop())
+
     async def stop(self, grace: float | None = None) -> None:
         """Drain: NOT_SERVING, refuse new RPCs, let in-flight ones finish within the grace period."""
         if self._stopping is None:
@@ -154,7 +165,7 @@ class Server:
             await self._stopping
 
 
-async def serve(settings: Settings) -> None:
+async def serve(settings: Settings) -> Server:
     server = Server(settings)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -165,6 +176,7 @@ async def serve(settings: Settings) -> None:
         await server.stop(0)
         raise
     await server.wait()
+    return server
 
 
 def run(args: argparse.Namespace) -> int:
@@ -176,8 +188,11 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=settings.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        asyncio.run(serve(settings))
+        server = asyncio.run(serve(settings))
     except (ConfigError, AttnmtError) as e:
         print(f"attnmt serve: {e}", file=sys.stderr)
         return 2
+    if server.failure is not None:
+        print(f"attnmt serve: stopped because a decode worker died: {server.failure}", file=sys.stderr)
+        return 1
     return 0

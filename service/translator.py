@@ -90,10 +90,10 @@ class Translator:
                                "(max_tokens_per_sentence)")
         return ids + [self.engine.eos_id]
 
-    def search(self, text: str, options: SearchOptions, target: str | None = None, tag: object = None) -> Search:
+    def search(self, text: str, options: SearchOptions, target: str | None = None) -> Search:
         """A Search ready to join a DecodeBatch; with `target`, forced decoding of that target."""
         forced = None if target is None else self.encode(target, "target")
-        return Search(self.encode(text, "source"), options, forced=forced, tag=tag)
+        return Search(self.encode(text, "source"), options, forced=forced)
 
     def result(self, text: str, search: Search, replace_unk: bool = False) -> Translation:
         source_tokens = self.tokenizer.pieces(search.source)
@@ -103,7 +103,8 @@ class Translator:
             pieces = self.tokenizer.pieces(hyp.tokens)
             if replace_unk:
                 # Luong et al. (2015): copy the source piece the model attended to most.
-                pieces = [source_tokens[int(hyp.alignment[i].argmax())] if t == self.engine.unk_id else p
+                # The last source piece is </s>: never copy it (it would delete the word).
+                pieces = [source_tokens[int(hyp.alignment[i, :-1].argmax())] if t == self.engine.unk_id else p
                           for i, (t, p) in enumerate(zip(hyp.tokens, pieces))]
             words = [p for t, p in zip(hyp.tokens, pieces) if t != eos]
             translation.hypotheses.append(Hypothesis(

@@ -89,7 +89,8 @@ def translator(engine):
 
 
 def markov_model(tmp_path: Path, tokenizer_dir: Path, table: np.ndarray, vocab: int | None = None) -> Path:
-    """A model directory whose decoder ignores the source: log p(y_i | y_{i-1}) = table[y_{i-1}].
+    """A model directory whose decoder ignores the source: log p(y_i | y_{i-1}) = table[y_{i-1}]
+    (renormalised without <pad> and <s>, which the engine forbids).
     With fewer table rows than `vocab`, a step on a later token fails inside ONNX Runtime."""
     import onnx
     from onnx import TensorProto, helper
@@ -115,32 +116,51 @@ def markov_model(tmp_path: Path, tokenizer_dir: Path, table: np.ndarray, vocab: 
         [helper.make_tensor("axis1", TensorProto.INT64, [1], [1]), helper.make_tensor("axis2", TensorProto.INT64, [1], [2]),
          helper.make_tensor("one", TensorProto.INT64, [], [1]), helper.make_tensor("zero", TensorProto.INT64, [], [0]),
          helper.make_tensor("zero_f", TensorProto.FLOAT, [], [0.0])])
-    dec = helper.make_graph(
-        [helper.make_node("Gather", ["table", "prev_tokens"], ["log_probs"], axis=0),
-         helper.make_node("Identity", ["state"], ["new_state"]),
-         helper.make_node("Cast", ["src_mask"], ["mask_f"], to=TensorProto.FLOAT),
-         helper.make_node("ReduceSum", ["mask_f", "axis1"], ["count"], keepdims=1),
-         helper.make_node("Div", ["mask_f", "count"], ["alpha"]),
-         helper.make_node("Identity", ["annotations"], ["unused_a"]),
-         helper.make_node("Identity", ["keys"], ["unused_k"])],
-        "decoder_step",
-        [helper.make_tensor_value_info("prev_tokens", TensorProto.INT64, ["B"]),
-         helper.make_tensor_value_info("state", TensorProto.FLOAT, ["B", 1]),
-         helper.make_tensor_value_info("annotations", TensorProto.FLOAT, ["B", "S", 1]),
-         helper.make_tensor_value_info("keys", TensorProto.FLOAT, ["B", "S", 1]),
-         helper.make_tensor_value_info("src_mask", TensorProto.BOOL, ["B", "S"])],
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("log_probs", "new_state", "alpha")],
-        [helper.make_tensor("table", TensorProto.FLOAT, table.shape, table.flatten().tolist()),
-         helper.make_tensor("axis1", TensorProto.INT64, [1], [1])])
+    def step_graph(shared: bool):
+        memory = "src_mask_rows" if shared else "src_mask"
+        nodes = ([helper.make_node("Gather", ["src_mask", "memory_index"], ["src_mask_rows"], axis=0)] if shared else [])
+        nodes += [
+            helper.make_node("Gather", ["table", "prev_tokens"], ["raw"], axis=0),
+            helper.make_node("Add", ["raw", "vocab_bias"], ["biased"]),
+            helper.make_node("LogSoftmax", ["biased"], ["log_probs"], axis=-1),
+            helper.make_node("TopK", ["log_probs", "k"], ["topk_log_probs", "topk_ids"], axis=-1),
+            helper.make_node("Unsqueeze", ["forced_tokens", "axis1"], ["forced_col"]),
+            helper.make_node("GatherElements", ["log_probs", "forced_col"], ["forced_lp_col"], axis=1),
+            helper.make_node("Squeeze", ["forced_lp_col", "axis1"], ["forced_log_probs"]),
+            helper.make_node("Identity", ["state"], ["new_state"]),
+            helper.make_node("Cast", [memory], ["mask_f"], to=TensorProto.FLOAT),
+            helper.make_node("ReduceSum", ["mask_f", "axis1"], ["count"], keepdims=1),
+            helper.make_node("Div", ["mask_f", "count"], ["alpha"]),
+            helper.make_node("Identity", ["annotations"], ["unused_a"]),
+            helper.make_node("Identity", ["keys"], ["unused_k"])]
+        inputs = [helper.make_tensor_value_info("prev_tokens", TensorProto.INT64, ["R"]),
+                  helper.make_tensor_value_info("state", TensorProto.FLOAT, ["R", 1]),
+                  helper.make_tensor_value_info("annotations", TensorProto.FLOAT, ["N", "S", 1]),
+                  helper.make_tensor_value_info("keys", TensorProto.FLOAT, ["N", "S", 1]),
+                  helper.make_tensor_value_info("src_mask", TensorProto.BOOL, ["N", "S"]),
+                  helper.make_tensor_value_info("vocab_bias", TensorProto.FLOAT, ["B", vocab]),
+                  helper.make_tensor_value_info("k", TensorProto.INT64, [1]),
+                  helper.make_tensor_value_info("forced_tokens", TensorProto.INT64, ["R"])]
+        if shared:
+            inputs.append(helper.make_tensor_value_info("memory_index", TensorProto.INT64, ["R"]))
+        outputs = [helper.make_tensor_value_info(n, TensorProto.INT64 if n == "topk_ids" else TensorProto.FLOAT, None)
+                   for n in ("topk_log_probs", "topk_ids", "forced_log_probs", "new_state", "alpha")]
+        return helper.make_graph(nodes, "decoder_step", inputs, outputs,
+                                 [helper.make_tensor("table", TensorProto.FLOAT, table.shape, table.flatten().tolist()),
+                                  helper.make_tensor("axis1", TensorProto.INT64, [1], [1])])
+
     out = tmp_path / "markov"
     out.mkdir()
     opset = [helper.make_opsetid("", 17)]
     onnx.save(helper.make_model(enc, opset_imports=opset, ir_version=8), str(out / "encoder.onnx"))
-    onnx.save(helper.make_model(dec, opset_imports=opset, ir_version=8), str(out / "decoder_step.onnx"))
+    onnx.save(helper.make_model(step_graph(False), opset_imports=opset, ir_version=8), str(out / "decoder_step.onnx"))
+    onnx.save(helper.make_model(step_graph(True), opset_imports=opset, ir_version=8),
+              str(out / "decoder_step_shared.onnx"))
     (out / "spm.model").write_bytes((tokenizer_dir / "spm.model").read_bytes())
     write_manifest(out, {"schema_version": SCHEMA_VERSION, "name": "markov", "version": "1", "source_language": "xx",
                          "target_language": "yy", "vocab_size": vocab,
-                         "files": file_entries(out, ["encoder.onnx", "decoder_step.onnx", "spm.model"])})
+                         "files": file_entries(out, ["encoder.onnx", "decoder_step.onnx", "decoder_step_shared.onnx",
+                                                     "spm.model"])})
     return out
 
 

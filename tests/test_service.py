@@ -19,6 +19,7 @@ from grpc_status import rpc_status
 
 from attnmt.service.client import Client
 from attnmt.service.decoding import SearchOptions
+from attnmt.service.manifest import SCHEMA_VERSION
 from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.stubs import translator_pb2_grpc as pb_grpc
 
@@ -149,7 +150,7 @@ def test_list_and_get_model(stub):
     assert info.is_default and info.source_language == "xx" and info.target_language == "en"
     assert info.provider == "CPUExecutionProvider"
     assert info.limits["max_sentences_per_request"] == 64
-    assert '"schema_version": 1' in info.manifest_json
+    assert f'"schema_version": {SCHEMA_VERSION}' in info.manifest_json
 
 
 def test_stream_answers_each_sentence_with_its_id(server):

@@ -1,0 +1,171 @@
+"""Slot storage for a decode batch: what lives across steps, in preallocated
+arrays that grow by doubling and are compacted by moving the last live entry
+into each hole (so the entries that stay are never copied).
+
+Two spaces, because a beam's rows share one sentence's memory:
+- `Memory`: one slot per sentence: annotations, keys and source mask, written
+  once by the encoder when the sentence joins.
+- `Rows`: one slot per hypothesis row: the step state, the previous token,
+  which memory slot it attends, its running score and length, and its history
+  (tokens, log-probs and α of every step so far), so a finished row's answer is
+  a slice, not a walk through back-pointers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _grown(array: np.ndarray, shape: tuple[int, ...], live: int) -> np.ndarray:
+    """A zeroed array of `shape` holding the first `live` entries of `array` (clipped)."""
+    out = np.zeros(shape, dtype=array.dtype)
+    region = tuple(slice(0, min(a, b)) for a, b in zip(array.shape[1:], shape[1:]))
+    out[(slice(0, live),) + region] = array[(slice(0, live),) + region]
+    return out
+
+
+class Memory:
+    """Sentence slots [0, n): the attention memory the decoder step reads."""
+
+    def __init__(self, annotation_size: int, key_size: int):
+        self.n = 0
+        self.capacity, self.length = 0, 0
+        self.annotations = np.zeros((0, 0, annotation_size), dtype=np.float32)   # N x S x 2n
+        self.keys = np.zeros((0, 0, key_size), dtype=np.float32)                 # N x S x K
+        self.mask = np.zeros((0, 0), dtype=bool)                                 # N x S
+        self.version = 0        # bumped whenever the memory changes (device copies go stale)
+
+    def reserve(self, n: int, length: int) -> None:
+        """Room for `n` sentences of up to `length` pieces (length grows with headroom,
+        since every reallocation copies every live sentence)."""
+        if n <= self.capacity and length <= self.length:
+            return
+        capacity = max(n, self.capacity, 8)
+        if n > self.capacity and self.capacity:
+            capacity = max(n, 2 * self.capacity)
+        if length > self.length:
+            length = (max(length, self.length * 5 // 4) + 7) // 8 * 8
+        else:
+            length = self.length
+        self.annotations = _grown(self.annotations, (capacity, length, self.annotations.shape[2]), self.n)
+        self.keys = _grown(self.keys, (capacity, length, self.keys.shape[2]), self.n)
+        self.mask = _grown(self.mask, (capacity, length), self.n)
+        self.capacity, self.length = capacity, length
+        self.version += 1
+
+    def shrink(self, longest: int) -> None:
+        """Drop trailing padding once the longest live sentence is at most half the length:
+        every step reads the full length of every row."""
+        if self.length > 16 and longest <= self.length // 2:
+            length = (longest + 7) // 8 * 8
+            self.annotations = np.ascontiguousarray(self.annotations[:, :length])
+            self.keys = np.ascontiguousarray(self.keys[:, :length])
+            self.mask = np.ascontiguousarray(self.mask[:, :length])
+            self.length = length
+            self.version += 1
+
+    def add(self, annotations: np.ndarray, keys: np.ndarray) -> int:
+        """Store one encoded sentence (src_len x 2n, src_len x K); returns its slot."""
+        slot, n = self.n, annotations.shape[0]
+        self.reserve(slot + 1, n)
+        self.annotations[slot, :n] = annotations
+        self.annotations[slot, n:] = 0
+        self.keys[slot, :n] = keys
+        self.keys[slot, n:] = 0
+        self.mask[slot] = False
+        self.mask[slot, :n] = True
+        self.n += 1
+        self.version += 1
+        return slot
+
+    def free(self, slots: list[int]) -> dict[int, int]:
+        """Release slots; returns {old slot: new slot} for the sentences that moved."""
+        moves = _compact(self.n, slots)
+        if moves:
+            src, dst = np.array(list(moves)), np.array(list(moves.values()))
+            for array in (self.annotations, self.keys, self.mask):
+                array[dst] = array[src]
+        self.n -= len(slots)
+        self.version += 1
+        return moves
+
+    def view(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        n = self.n
+        return self.annotations[:n], self.keys[:n], self.mask[:n]
+
+
+class Rows:
+    """Hypothesis rows [0, n) and their histories."""
+
+    def __init__(self, state_shapes: dict[str, tuple[int, ...]]):
+        self.n = 0
+        self.capacity, self.max_steps, self.length = 0, 0, 0
+        self.state = {name: np.zeros((0, *shape), dtype=np.float32) for name, shape in state_shapes.items()}
+        self.prev = np.zeros(0, dtype=np.int64)          # R: the token each row feeds next
+        self.slot = np.zeros(0, dtype=np.int64)          # R: the memory slot each row attends
+        self.score = np.zeros(0, dtype=np.float64)       # R: Σ log p of the row's tokens
+        self.steps = np.zeros(0, dtype=np.int64)         # R: tokens generated so far
+        self.tokens = np.zeros((0, 0), dtype=np.int64)   # R x T
+        self.log_probs = np.zeros((0, 0), dtype=np.float32)   # R x T
+        self.alpha = np.zeros((0, 0, 0), dtype=np.float32)    # R x T x S
+
+    _PER_ROW = ("prev", "slot", "score", "steps")
+    _HISTORY = ("tokens", "log_probs", "alpha")
+
+    def reserve(self, n: int, steps: int, length: int) -> None:
+        """Room for `n` rows of `steps` tokens over sources of `length` pieces."""
+        if n <= self.capacity and steps <= self.max_steps and length <= self.length:
+            return
+        capacity = max(n, 2 * self.capacity if n > self.capacity else self.capacity, 8)
+        max_steps = max(steps, 2 * self.max_steps if steps > self.max_steps else self.max_steps, 16)
+        length = max(length, self.length)
+        for name, array in self.state.items():
+            self.state[name] = _grown(array, (capacity, *array.shape[1:]), self.n)
+        for name in self._PER_ROW:
+            setattr(self, name, _grown(getattr(self, name), (capacity,), self.n))
+        self.tokens = _grown(self.tokens, (capacity, max_steps), self.n)
+        self.log_probs = _grown(self.log_probs, (capacity, max_steps), self.n)
+        self.alpha = _grown(self.alpha, (capacity, max_steps, length), self.n)
+        self.capacity, self.max_steps, self.length = capacity, max_steps, length
+
+    def add(self, count: int) -> np.ndarray:
+        """Append `count` rows (reserve first); returns their indices."""
+        rows = np.arange(self.n, self.n + count)
+        self.n += count
+        return rows
+
+    def copy(self, dst: np.ndarray, src: np.ndarray, steps: int) -> None:
+        """Rows `dst` become copies of rows `src` (a beam's children of their parents),
+        with the first `steps` entries of history."""
+        for array in (self.prev, self.slot, self.score, self.steps, *self.state.values()):
+            array[dst] = array[src]
+        self.tokens[dst, :steps] = self.tokens[src, :steps]
+        self.log_probs[dst, :steps] = self.log_probs[src, :steps]
+        self.alpha[dst, :steps] = self.alpha[src, :steps]
+
+    def free(self, rows: list[int]) -> dict[int, int]:
+        """Release rows; returns {old row: new row} for the rows that moved."""
+        moves = _compact(self.n, rows)
+        if moves:
+            src, dst = np.array(list(moves)), np.array(list(moves.values()))
+            for array in (self.prev, self.slot, self.score, self.steps, *self.state.values(),
+                          self.tokens, self.log_probs, self.alpha):
+                array[dst] = array[src]
+        self.n -= len(rows)
+        return moves
+
+    def permute(self, order: np.ndarray) -> None:
+        """Reorder the live rows: row i becomes old row order[i]."""
+        n = self.n
+        for array in (self.prev, self.slot, self.score, self.steps, *self.state.values(),
+                      self.tokens, self.log_probs, self.alpha):
+            array[:n] = array[order]
+
+
+def _compact(n: int, freed: list[int]) -> dict[int, int]:
+    """Which live entries move into which holes when `freed` leave [0, n)."""
+    gone = set(freed)
+    new_n = n - len(gone)
+    holes = sorted(i for i in gone if i < new_n)
+    movers = [i for i in range(new_n, n) if i not in gone]
+    return dict(zip(movers, holes))

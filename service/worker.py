@@ -1,0 +1,239 @@
+"""The decode worker: one thread per model that owns its `DecodeBatch` and runs
+decoder steps back to back while it has rows.
+
+Iteration-level (continuous) batching: the unit is the decoder step (Orca,
+OSDI 2022, for Transformers; the same holds for RNN decoders). Before every
+step, waiting sentences that fit the row and token budgets are encoded and
+join; after it, finished sentences leave and are handed back at once.
+Request-level batching (Triton's dynamic batcher) is a mode of the same
+worker: a batch is formed, decoded to its end, and only then answered and
+replaced.
+
+The event loop never waits on a step and the worker never waits on the event
+loop: the loop hands work over through `put` (a lock-protected queue) and
+marks cancellations on the job, and the worker returns finished sentences
+through `loop.call_soon_threadsafe`, once per step. ONNX Runtime releases the
+GIL while a step runs, so the loop's Python (gRPC, protobuf) overlaps it.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .decoding import DecodeBatch, Search
+from .engine import Engine
+from .errors import DeadlineExceeded, DecodeFailed
+from .metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SchedulerLimits:
+    max_batch_rows: int = 64
+    max_batch_tokens: int = 8192      # rows x longest source in a step
+    max_queue: int = 1024
+    max_queue_delay: float = 0.002    # seconds an idle worker waits for more sentences
+    retry_after: float = 0.5
+    continuous: bool = True
+
+
+@dataclass(eq=False)
+class Job:
+    """One sentence between the event loop and the worker. `future` belongs to
+    the loop (the worker never touches it); `cancelled` is written by the loop
+    and read by the worker at step boundaries."""
+    search: Search
+    future: object                    # asyncio.Future
+    deadline: float | None            # time.monotonic() value
+    enqueued: float = field(default_factory=time.monotonic)
+    cancelled: bool = False
+
+    def expired(self, now: float) -> bool:
+        return self.deadline is not None and now >= self.deadline
+
+
+# A result handed back: (job, None) when its search is done, (job, error) when it failed.
+Result = tuple[Job, Exception | None]
+
+
+class DecodeWorker:
+    def __init__(self, engine: Engine, limits: SchedulerLimits, metrics: Metrics, name: str,
+                 deliver: Callable[[list[Result]], None], on_death: Callable[[BaseException], None]):
+        self.limits = limits
+        self.metrics = metrics
+        self.batch = DecodeBatch(engine)
+        self._engine = engine
+        self._deliver = deliver            # called on the worker thread; must hand over thread-safely
+        self._on_death = on_death
+        self._cond = threading.Condition()
+        self._waiting: collections.deque[Job] = collections.deque()
+        self._jobs: dict[int, Job] = {}    # search id -> job, for sentences in the batch
+        self._held: list[Job] = []         # request-level mode: done, answered when the batch ends
+        self._stopping = False
+        self.steps = 0
+        self.thread = threading.Thread(target=self._main, name=f"decode-{name}", daemon=True)
+
+    # --- called from the event loop ---------------------------------------------
+
+    def start(self) -> None:
+        self.thread.start()
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    def put(self, jobs: list[Job]) -> None:
+        with self._cond:
+            self._waiting.extend(jobs)
+            self.metrics.queue_depth.set(len(self._waiting))
+            self._cond.notify()
+
+    def poke(self) -> None:
+        """Something changed (a cancellation): look at the queue and batch again."""
+        with self._cond:
+            self._cond.notify()
+
+    def stop(self, timeout: float | None = None) -> list[Job]:
+        """Stop after the current step; returns the jobs never answered."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        if self.thread.ident is not None:           # started
+            self.thread.join(timeout)
+        return self.take_all()
+
+    def take_all(self) -> list[Job]:
+        """Every job not answered yet, removed from the worker (stopping or dead)."""
+        with self._cond:
+            left = list(self._waiting) + list(self._jobs.values()) + self._held
+            self._waiting.clear()
+            self._jobs.clear()
+            self._held = []
+        return left
+
+    # --- the worker thread -------------------------------------------------------
+
+    def _main(self) -> None:
+        try:
+            while True:
+                joining = self._next_joiners()
+                if joining is None:
+                    return
+                try:
+                    self._iterate(joining)
+                except Exception as e:  # noqa: BLE001 - a failing step fails its sentences, not the worker
+                    log.exception("decoder step failed")
+                    self.metrics.step_failures.inc()
+                    self._fail_batch(DecodeFailed(f"decoder step failed: {type(e).__name__}: {e}"))
+        except BaseException as e:  # the worker itself broke: nothing will decode any more
+            log.critical("decode worker died", exc_info=True)
+            self._on_death(e)
+
+    def _next_joiners(self) -> list[Job] | None:
+        """Wait for work; drop the dead; return the sentences joining the next step
+        (None when stopping)."""
+        with self._cond:
+            while not self._stopping and not self._waiting and not self._jobs:
+                self.metrics.queue_depth.set(0)
+                self.metrics.inflight.set(0)
+                self._cond.wait()
+            if self._stopping:
+                return None
+            if not self._jobs and self.limits.max_queue_delay and len(self._waiting) < self.limits.max_batch_rows:
+                # An idle batch waits briefly so that concurrent arrivals share the first step.
+                self._cond.wait(self.limits.max_queue_delay)
+            results = self._drop_dead()
+            joining = self._admit()
+            self.metrics.queue_depth.set(len(self._waiting))
+        if results:
+            self._deliver(results)
+        return joining
+
+    def _drop_dead(self) -> list[Result]:
+        """Remove cancelled and expired sentences from the queue and the batch."""
+        now = time.monotonic()
+        results: list[Result] = []
+        if any(j.cancelled or j.expired(now) for j in self._waiting):
+            alive = collections.deque()
+            for job in self._waiting:
+                if job.cancelled or job.expired(now):
+                    results += self._dead(job, now)
+                else:
+                    alive.append(job)
+            self._waiting = alive
+        for job in [j for j in self._jobs.values() if j.cancelled or j.expired(now)]:
+            self.batch.remove(job.search)
+            del self._jobs[job.search.id]
+            results += self._dead(job, now)
+        if not self._jobs and self._held:           # request-level: the batch ended by cancellation
+            results += [(job, None) for job in self._held]
+            self._held = []
+        return results
+
+    def _dead(self, job: Job, now: float) -> list[Result]:
+        if job.cancelled:                            # the caller is gone: nobody to answer
+            return []
+        job.cancelled = True
+        self.metrics.rejected.labels("deadline_exceeded").inc()
+        return [(job, DeadlineExceeded("deadline exceeded before the translation finished"))]
+
+    def _admit(self) -> list[Job]:
+        """Waiting sentences that fit in the next step's row and token budgets, in order."""
+        if not self.limits.continuous and self._jobs:
+            return []                                # request-level: the batch runs to its end first
+        rows, longest = self.batch.n_rows, self.batch.longest
+        joining: list[Job] = []
+        while self._waiting:
+            job = self._waiting[0]
+            width = job.search.options.beam_size if job.search.forced is None else 1
+            new_longest = max(longest, job.search.src_len)
+            fits = rows + width <= self.limits.max_batch_rows and \
+                (rows + width) * new_longest <= self.limits.max_batch_tokens
+            if not fits and (rows or joining):
+                break
+            self._waiting.popleft()
+            joining.append(job)
+            rows, longest = rows + width, new_longest
+        return joining
+
+    def _iterate(self, joining: list[Job]) -> None:
+        """Encode the joiners, run one step, hand back what finished."""
+        now = time.monotonic()
+        for job in joining:
+            self._jobs[job.search.id] = job
+            self.metrics.queue_wait.observe(now - job.enqueued)
+        if not self._jobs:
+            return
+        start = time.perf_counter()
+        if joining:
+            self.batch.add([j.search for j in joining])
+            self.metrics.encoder_seconds.observe(time.perf_counter() - start)
+        rows = self.batch.n_rows
+        stepped = time.perf_counter()
+        finished = self.batch.step()
+        self.metrics.step_seconds.observe(time.perf_counter() - stepped)
+        self.metrics.batch_rows.observe(rows)
+        self.steps += 1
+        done = [self._jobs.pop(s.id) for s in finished]
+        if not self.limits.continuous and self._jobs:
+            self._held += done                      # request-level: answer when the whole batch is done
+            return
+        results = [(job, None) for job in self._held + done]
+        self._held = []
+        self.metrics.inflight.set(len(self._jobs))
+        if results:
+            self._deliver(results)
+
+    def _fail_batch(self, error: Exception) -> None:
+        results = [(job, error) for job in list(self._jobs.values()) + self._held]
+        self._jobs.clear()
+        self._held = []
+        self.batch = DecodeBatch(self._engine)
+        self.metrics.inflight.set(0)
+        self._deliver(results)

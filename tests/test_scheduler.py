@@ -1,0 +1,158 @@
+"""The scheduler and its decode worker: a thread that owns the batch, joins at
+step boundaries, and never waits on the event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import numpy as np
+import pytest
+
+from attnmt.service.decoding import SearchOptions
+from attnmt.service.errors import DeadlineExceeded, Overloaded, Unavailable
+from attnmt.service.metrics import Metrics
+from attnmt.service.scheduler import Scheduler, SchedulerLimits
+
+from conftest import synthetic_corpus
+
+SHORT = "peru vidas kasa ."
+LONG = " ".join(["kasa granda amas libo nova . gato roja havas arbo blanka ."] * 3)
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+async def started(translator, **limits) -> Scheduler:
+    scheduler = Scheduler(translator, SchedulerLimits(**{"max_queue_delay": 0.0, **limits}), Metrics())
+    scheduler.start()
+    return scheduler
+
+
+def texts_of(translator, searches, texts):
+    return [translator.result(t, s).best.text for t, s in zip(texts, searches)]
+
+
+def test_concurrent_requests_get_what_they_get_offline(translator):
+    texts = [s for s, _ in synthetic_corpus(40, seed=3)] + [LONG, SHORT]
+    offline = [t.best.text for t in translator.translate(texts)]
+
+    async def main():
+        scheduler = await started(translator, max_batch_rows=8)
+        searches = [translator.search(t, SearchOptions()) for t in texts]
+
+        async def one(search, delay):
+            await asyncio.sleep(delay)            # arrivals spread over the decode: joins mid-batch
+            (job,) = scheduler.submit([search], None)
+            return await job.future
+        await asyncio.gather(*(one(s, 0.002 * i) for i, s in enumerate(searches)))
+        await scheduler.close()
+        return searches
+    searches = run(main())
+    assert texts_of(translator, searches, texts) == offline
+
+
+def test_steps_keep_running_while_the_event_loop_is_blocked(translator):
+    """No per-step hop through asyncio: block the loop for 200 ms while a batch
+    decodes; the worker keeps stepping and finishes on its own."""
+    async def main():
+        scheduler = await started(translator)
+        search = translator.search(LONG, SearchOptions(beam_size=4))
+        (job,) = scheduler.submit([search], None)
+        while scheduler.worker.steps == 0:
+            await asyncio.sleep(0.001)
+        before = scheduler.worker.steps
+        time.sleep(0.2)                           # the event loop is blocked
+        during = scheduler.worker.steps - before
+        await job.future
+        await scheduler.close()
+        return during, search
+    during, search = run(main())
+    assert search.done and during >= 5
+
+
+def test_cancelled_sentence_leaves_between_steps_and_others_finish(translator):
+    async def main():
+        scheduler = await started(translator)
+        long_job, = scheduler.submit([translator.search(LONG, SearchOptions())], None)
+        short = translator.search(SHORT, SearchOptions())
+        short_job, = scheduler.submit([short], None)
+        scheduler.cancel([long_job])
+        long_job.future.cancel()
+        await short_job.future
+        for _ in range(100):
+            if len(scheduler.worker.batch) == 0:
+                break
+            await asyncio.sleep(0.01)
+        left = len(scheduler.worker.batch)
+        await scheduler.close()
+        return left, short
+    left, short = run(main())
+    assert left == 0 and short.done
+
+
+def test_request_level_batch_answers_early_finishers_when_the_last_one_is_cancelled(translator):
+    """Issue 7 #1: request-level batching holds finished sentences until the batch ends;
+    if the batch ends because its last sentence was cancelled, they must still be answered."""
+    async def main():
+        scheduler = await started(translator, continuous=False)
+        long_job, short_job = scheduler.submit(
+            [translator.search(LONG + " " + LONG, SearchOptions(max_length_ratio=10, max_length_extra=300)),
+             translator.search(SHORT, SearchOptions())], None)
+        while not short_job.search.done:
+            await asyncio.sleep(0.001)
+        scheduler.cancel([long_job])
+        long_job.future.cancel()
+        search = await asyncio.wait_for(short_job.future, 3)
+        await scheduler.close()
+        return search
+    assert run(main()).done
+
+
+def test_expired_sentences_fail_with_deadline_exceeded(translator):
+    async def main():
+        scheduler = await started(translator, max_batch_rows=1)
+        blocker, = scheduler.submit([translator.search(LONG, SearchOptions(beam_size=1))], None)
+        late, = scheduler.submit([translator.search(SHORT, SearchOptions())], time.monotonic() + 0.001)
+        with pytest.raises(DeadlineExceeded):
+            await late.future
+        await blocker.future
+        await scheduler.close()
+    run(main())
+
+
+def test_full_queue_refuses_and_close_fails_what_is_left(translator):
+    async def main():
+        scheduler = await started(translator, max_queue=2, max_batch_rows=1)
+        jobs = scheduler.submit([translator.search(LONG, SearchOptions()) for _ in range(2)], None)
+        with pytest.raises(Overloaded, match="max_queue is 2"):
+            scheduler.submit([translator.search(SHORT, SearchOptions()) for _ in range(2)], None)
+        await scheduler.close()
+        outcomes = await asyncio.gather(*(j.future for j in jobs), return_exceptions=True)
+        return outcomes
+    outcomes = run(main())
+    # each job either finished before the stop or was failed with UNAVAILABLE; none is left hanging
+    assert all(isinstance(o, Unavailable) or o.done for o in outcomes)
+
+
+def test_mixed_greedy_beam_and_forced_sentences_share_steps(translator):
+    texts = [s for s, _ in synthetic_corpus(12, seed=4)]
+    greedy_want = [t.best.text for t in translator.translate(texts)]
+    beam_want = [[h.text for h in t.hypotheses] for t in translator.translate(texts, SearchOptions(beam_size=3, n_best=3))]
+
+    async def main():
+        scheduler = await started(translator)
+        greedy = [translator.search(t, SearchOptions()) for t in texts]
+        beams = [translator.search(t, SearchOptions(beam_size=3, n_best=3)) for t in texts]
+        forced = [translator.search(t, SearchOptions(), target=w) for t, w in zip(texts, greedy_want)]
+        jobs = scheduler.submit([x for trio in zip(greedy, beams, forced) for x in trio], None)
+        await asyncio.gather(*(j.future for j in jobs))
+        await scheduler.close()
+        return greedy, beams, forced
+    greedy, beams, forced = run(main())
+    assert texts_of(translator, greedy, texts) == greedy_want
+    assert [[h.text for h in translator.result(t, s).hypotheses] for t, s in zip(texts, beams)] == beam_want
+    for g, f in zip(greedy, forced):
+        assert f.best()[0].tokens == g.best()[0].tokens
+        assert np.allclose(f.best()[0].token_log_probs, g.best()[0].token_log_probs, atol=1e-5)
