@@ -1,4 +1,4 @@
-"""The PyTorch-world subcommands of `attnmt`: data, train, export, evaluate.
+"""The PyTorch-world subcommands of `attnmt`: data, train, export, upgrade-model, evaluate.
 
 This module imports nothing heavy at import time, so `attnmt serve` (which
 registers these parsers) never loads torch; each handler imports what it needs.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 
@@ -43,6 +44,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quantize", choices=["int8"], help="write int8 (dynamic quantization) graphs; BLEU change "
                                                          "and speed on the dev split go into the manifest")
     p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("upgrade-model", help="re-export a schema_version 1 model directory from its checkpoint.pt "
+                                             "as schema_version 2 (step graphs that choose tokens)")
+    p.add_argument("model_dir", type=Path, metavar="DIR")
+    p.add_argument("--out", type=Path, help="write the upgraded directory here (default: upgrade DIR in place)")
+    p.set_defaults(func=cmd_upgrade_model)
 
     p = sub.add_parser("evaluate", help="BLEU/chrF on the test split (greedy and beam), alignment heatmaps")
     p.add_argument("--model", type=Path, required=True)
@@ -135,6 +142,17 @@ def cmd_export(args: argparse.Namespace) -> int:
                cfg["src_lang"], cfg["tgt_lang"], sentences, training)
         report = quantize_int8(fp32, args.out, [s for s, _ in pairs], [t for _, t in pairs])
     print(json.dumps(report))
+    return 0
+
+
+def cmd_upgrade_model(args: argparse.Namespace) -> int:
+    from .upgrade import UpgradeError, upgrade_model
+    try:
+        manifest = upgrade_model(args.model_dir, args.out)
+    except UpgradeError as e:
+        print(f"attnmt upgrade-model: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(manifest["export_parity"]))
     return 0
 
 

@@ -11,6 +11,7 @@ import json
 import shutil
 import subprocess
 import time
+from collections import Counter
 from pathlib import Path
 
 import sacrebleu
@@ -21,6 +22,7 @@ from attnmt.service.plotting import plot_alignment
 from attnmt.service.translator import Translator
 
 from .data import corpus_files, read_parallel
+from .placeholders import find as find_placeholders
 
 
 def apertium(sources: list[str]) -> list[str] | None:
@@ -39,6 +41,14 @@ def score(hyps: list[str], refs: list[str]) -> dict:
             "chrf": round(sacrebleu.corpus_chrf(hyps, [refs]).score, 2)}
 
 
+def placeholders_kept(sources: list[str], hyps: list[str]) -> dict:
+    """Of the sentences with placeholders (printf, brace, shell, inline tags), how many
+    translations hold exactly the source's, as multisets."""
+    having = [(s, h) for s, h in zip(sources, hyps) if find_placeholders(s)]
+    kept = sum(Counter(find_placeholders(s)) == Counter(find_placeholders(h)) for s, h in having)
+    return {"sentences": len(having), "kept": kept, "share": round(kept / len(having), 4) if having else None}
+
+
 def evaluate(model_dir: Path, data_dir: Path, split: str = "test", beam: int = 5, heatmaps: int = 4,
              out: Path | None = None, write_manifest: bool = False) -> dict:
     engine = Engine(model_dir)
@@ -50,19 +60,24 @@ def evaluate(model_dir: Path, data_dir: Path, split: str = "test", beam: int = 5
     out = out or model_dir / "eval"
     out.mkdir(parents=True, exist_ok=True)
 
-    report: dict = {"split": split, "sentences": len(pairs), "date": dt.date.today().isoformat(),
+    report: dict = {"data": str(data_dir), "split": split, "sentences": len(pairs), "date": dt.date.today().isoformat(),
                     "sacrebleu": f"sacreBLEU {sacrebleu.__version__} defaults (13a, exp smoothing), detokenised"}
     translations = {}
-    for label, options in (("greedy", SearchOptions()), (f"beam{beam}", SearchOptions(beam_size=beam))):
+    runs = [("greedy", translator, SearchOptions()), (f"beam{beam}", translator, SearchOptions(beam_size=beam))]
+    if translator.protector is not None:     # the same model with placeholder protection off, for comparison
+        runs.append(("greedy-unprotected", Translator(engine, max_tokens=100_000, protect_placeholders=False),
+                     SearchOptions()))
+    for label, model, options in runs:
         start = time.perf_counter()
-        translations[label] = translator.translate(sources, options)
+        translations[label] = model.translate(sources, options)
         seconds = time.perf_counter() - start
         hyps = [t.best.text for t in translations[label]]
         (out / f"{split}.{label}.{m.target_language}").write_text("\n".join(hyps) + "\n", encoding="utf-8")
-        report[label] = {**score(hyps, refs), "seconds": round(seconds, 1)}
+        report[label] = {**score(hyps, refs), "seconds": round(seconds, 1),
+                         "placeholders": placeholders_kept(sources, hyps)}
     baseline = apertium(sources)
     if baseline is not None:
-        report["apertium"] = score(baseline, refs)
+        report["apertium"] = {**score(baseline, refs), "placeholders": placeholders_kept(sources, baseline)}
 
     for n in range(min(heatmaps, len(pairs))):
         index = n * max(1, len(pairs) // max(heatmaps, 1))
@@ -71,5 +86,5 @@ def evaluate(model_dir: Path, data_dir: Path, split: str = "test", beam: int = 5
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     if write_manifest:
         from .export import update_manifest
-        update_manifest(model_dir, evaluation={split: report})
+        update_manifest(model_dir, evaluation={f"{Path(data_dir).name}/{split}": report})
     return report

@@ -1,17 +1,25 @@
-"""`attnmt export`: a trained checkpoint to a served model directory.
+"""`attnmt export`: a trained checkpoint to a served model directory
+(schema_version 2; `service/manifest.py` holds the graphs' signatures).
 
-Two graphs, the layout Hugging Face Optimum and pytorch/translate use for
-autoregressive models: `encoder.onnx` runs once per sentence, `decoder_step.onnx`
-once per output token (see `service/manifest.py` for their signatures).
+Three graphs, the layout Hugging Face Optimum and pytorch/translate use for
+autoregressive models: `encoder.onnx` runs once per sentence, a step graph once
+per output token. The step graphs choose tokens themselves (top k of
+log_softmax(logits + vocab_bias), and the log-probability of a forced token), so
+a host never copies R x V log-probabilities out of ONNX Runtime.
+`decoder_step.onnx` reads one memory row per decoder row; `decoder_step_shared.onnx`
+gathers each row's sentence from per-sentence memory, so the rows of a beam do
+not each carry a copy of their sentence's annotations.
 
 Weights are rounded to float16 and back before export, and the same rounded
 weights are stored as `checkpoint.pt` (float16, about half the size), so the
 ONNX graphs and the PyTorch checkpoint hold identical numbers: parity tests and
-`attnmt bench engine` compare like with like.
+`attnmt bench engine` compare like with like. The three graphs read their
+weights from one `weights.bin`, each distinct tensor stored once.
 
-Nothing is written to the output directory unless parity holds: ONNX Runtime
-and PyTorch agree on log-probabilities and α within `tolerance` on real
-sentences, and give the same greedy translations.
+Nothing is written to the output directory unless parity holds: ONNX Runtime,
+run on the graphs directly, and PyTorch agree on the top-k log-probabilities,
+forced log-probabilities and α within `tolerance` on real sentences, the shared
+graph agrees with the direct one, and greedy translations are identical.
 """
 
 from __future__ import annotations
@@ -27,18 +35,20 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from attnmt.service.decoding import Search, decode_all
-from attnmt.service.engine import Engine
-from attnmt.service.manifest import (DECODER_INPUTS, DECODER_OUTPUTS, ENCODER_INPUTS, ENCODER_OUTPUTS,
-                                     SCHEMA_VERSION, file_entries, write_manifest)
+from attnmt.service.manifest import (DECODER_INPUTS, DECODER_OUTPUTS, ENCODER_INPUTS, ENCODER_OUTPUTS, GRAPHS,
+                                     MANIFEST, SCHEMA_VERSION, SHARED_DECODER_INPUTS, file_entries,
+                                     load_manifest, write_manifest)
 
-from .batching import make_batch
+from . import placeholders
+from .batching import inference_batches, make_batch
 from .network import RNNsearch
 from .search import translate_ids
 from .tokenizer import BOS_ID, EOS_ID, MODEL_FILE, PAD_ID, UNK_ID, Tokenizer
 from .train import load_model
 
 OPSET = 17
+STEP_STATE = {"state": "new_state"}   # recurrent input -> the output that replaces it next step
+PARITY_TOPK = 5                        # k of the teacher-forced parity steps
 
 
 class EncoderGraph(nn.Module):
@@ -51,18 +61,40 @@ class EncoderGraph(nn.Module):
 
 
 class DecoderStepGraph(nn.Module):
+    """`decoder_step.onnx`: one step for R rows, row r attending memory row r,
+    with the token choice inside the graph."""
+
     def __init__(self, model: RNNsearch):
         super().__init__()
         self.model = model
 
-    def forward(self, prev_tokens: Tensor, state: Tensor, annotations: Tensor, keys: Tensor, src_mask: Tensor):
-        return self.model.step_log_probs(prev_tokens, state, keys, annotations, src_mask)
+    def forward(self, prev_tokens: Tensor, state: Tensor, annotations: Tensor, keys: Tensor, src_mask: Tensor,
+                vocab_bias: Tensor, k: Tensor, forced_tokens: Tensor):
+        logits, new_state, alpha = self.model.step_logits(prev_tokens, state, keys, annotations, src_mask)
+        # vocab_bias: 1 x V or R x V, -inf where a row may not choose; the softmax renormalises the rest
+        log_probs = torch.log_softmax(logits + vocab_bias, dim=-1)                     # R x V
+        # k is a tensor, so the tracer records it as TopK's input rather than a constant
+        topk_log_probs, topk_ids = log_probs.topk(k, dim=-1)                           # R x k, best first
+        forced_log_probs = log_probs.gather(1, forced_tokens.unsqueeze(1)).squeeze(1)  # R
+        return topk_log_probs, topk_ids, forced_log_probs, new_state, alpha
+
+
+class SharedDecoderStepGraph(DecoderStepGraph):
+    """`decoder_step_shared.onnx`: the memory is per sentence (N rows) and row r
+    attends sentence memory_index[r]."""
+
+    def forward(self, prev_tokens: Tensor, state: Tensor, annotations: Tensor, keys: Tensor, src_mask: Tensor,
+                vocab_bias: Tensor, k: Tensor, forced_tokens: Tensor, memory_index: Tensor):
+        # annotations: N x S x 2n, keys: N x S x K, src_mask: N x S -> R x S x ...
+        return super().forward(prev_tokens, state, annotations.index_select(0, memory_index),
+                               keys.index_select(0, memory_index), src_mask.index_select(0, memory_index),
+                               vocab_bias, k, forced_tokens)
 
 
 def share_weights(out_dir: Path, graphs: list[str], data_file: str = "weights.bin") -> None:
     """Move the initializers of all graphs into one external-data file, each
     distinct tensor stored once: the tied embedding matrix, which the encoder and
-    the decoder step both hold, is the largest part of the model."""
+    both step graphs hold, is the largest part of the model."""
     import hashlib
 
     import onnx
@@ -98,60 +130,190 @@ def round_to_half(model: RNNsearch) -> RNNsearch:
     return model
 
 
+def _to_onnx(module: nn.Module, inputs: tuple, path: Path, input_names: tuple, output_names: tuple,
+             axes: dict) -> None:
+    torch.onnx.export(module, inputs, str(path), dynamo=False, opset_version=OPSET,
+                      input_names=list(input_names), output_names=list(output_names), dynamic_axes=axes)
+
+
 def export_graphs(model: RNNsearch, out_dir: Path) -> None:
     model.eval()
     src = torch.tensor([[5, 6, 7, EOS_ID], [8, 9, EOS_ID, PAD_ID]])
     lengths = torch.tensor([4, 3])
     annotations, keys, mask, state = model.encode(src, lengths)
+    # Three decoder rows over two sentences, so no traced size coincides with another.
+    memory_index = torch.tensor([0, 1, 1])
+    prev, state = torch.full((3,), BOS_ID), state[memory_index]
+    # vocab_bias, k, forced_tokens
+    choice = (torch.zeros(1, model.cfg.vocab_size), torch.tensor([2]), torch.tensor([4, 5, 6]))
+    per_sentence, per_row = {0: "sentences", 1: "src_len"}, {0: "rows", 1: "src_len"}
+    step_axes = {"prev_tokens": {0: "rows"}, "state": {0: "rows"}, "vocab_bias": {0: "bias_rows"},
+                 "forced_tokens": {0: "rows"}, "topk_log_probs": {0: "rows", 1: "k"},
+                 "topk_ids": {0: "rows", 1: "k"}, "forced_log_probs": {0: "rows"}, "new_state": {0: "rows"},
+                 "alpha": per_row}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the TorchScript exporter announces its deprecation
-        torch.onnx.export(
-            EncoderGraph(model), (src, lengths), str(out_dir / "encoder.onnx"), dynamo=False, opset_version=OPSET,
-            input_names=list(ENCODER_INPUTS), output_names=list(ENCODER_OUTPUTS),
-            dynamic_axes={"src_tokens": {0: "batch", 1: "src_len"}, "src_lengths": {0: "batch"},
-                          "annotations": {0: "batch", 1: "src_len"}, "keys": {0: "batch", 1: "src_len"},
-                          "src_mask": {0: "batch", 1: "src_len"}, "init_state": {0: "batch"}})
-        prev = torch.tensor([BOS_ID, BOS_ID])
-        torch.onnx.export(
-            DecoderStepGraph(model), (prev, state, annotations, keys, mask), str(out_dir / "decoder_step.onnx"),
-            dynamo=False, opset_version=OPSET,
-            input_names=list(DECODER_INPUTS), output_names=list(DECODER_OUTPUTS),
-            dynamic_axes={"prev_tokens": {0: "batch"}, "state": {0: "batch"},
-                          "annotations": {0: "batch", 1: "src_len"}, "keys": {0: "batch", 1: "src_len"},
-                          "src_mask": {0: "batch", 1: "src_len"}, "log_probs": {0: "batch"},
-                          "new_state": {0: "batch"}, "alpha": {0: "batch", 1: "src_len"}})
+        _to_onnx(EncoderGraph(model), (src, lengths), out_dir / GRAPHS["encoder"],
+                 ENCODER_INPUTS, ENCODER_OUTPUTS,
+                 {"src_tokens": per_sentence, "src_lengths": {0: "sentences"}, "annotations": per_sentence,
+                  "keys": per_sentence, "src_mask": per_sentence, "init_state": {0: "sentences"}})
+        # The direct graph takes one memory row per decoder row: trace it with the memory gathered.
+        row_memory = tuple(x[memory_index] for x in (annotations, keys, mask))
+        _to_onnx(DecoderStepGraph(model), (prev, state, *row_memory, *choice), out_dir / GRAPHS["decoder_step"],
+                 DECODER_INPUTS, DECODER_OUTPUTS,
+                 {**step_axes, "annotations": per_row, "keys": per_row, "src_mask": per_row})
+        _to_onnx(SharedDecoderStepGraph(model), (prev, state, annotations, keys, mask, *choice, memory_index),
+                 out_dir / GRAPHS["decoder_step_shared"], SHARED_DECODER_INPUTS, DECODER_OUTPUTS,
+                 {**step_axes, "annotations": per_sentence, "keys": per_sentence, "src_mask": per_sentence,
+                  "memory_index": {0: "rows"}})
+
+
+# --- the graphs in ONNX Runtime, without the serving engine -------------------------------
+
+def onnx_sessions(model_dir: Path) -> dict:
+    """The three graphs of a model directory as ONNX Runtime CPU sessions, checked
+    against the contract's input names: parity is a property of the files."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    expected = {"encoder": ENCODER_INPUTS, "decoder_step": DECODER_INPUTS,
+                "decoder_step_shared": SHARED_DECODER_INPUTS}
+    sessions = {}
+    for name, file in GRAPHS.items():
+        session = ort.InferenceSession(str(model_dir / file), options, providers=["CPUExecutionProvider"])
+        inputs = tuple(i.name for i in session.get_inputs())
+        if inputs != expected[name]:
+            raise RuntimeError(f"{file}: inputs {inputs}, the contract says {expected[name]}")
+        sessions[name] = session
+    return sessions
+
+
+def no_specials_bias(vocab_size: int) -> np.ndarray:
+    """vocab_bias (1 x V) ruling out <pad> and <s>, which no translation contains."""
+    bias = np.zeros((1, vocab_size), dtype=np.float32)
+    bias[0, [PAD_ID, BOS_ID]] = -np.inf
+    return bias
+
+
+def onnx_step(session, prev: np.ndarray, state: np.ndarray, memory: tuple, bias: np.ndarray, k: int,
+              forced: np.ndarray, memory_index: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """One run of a step graph; memory is (annotations, keys, src_mask)."""
+    feeds = {"prev_tokens": prev, "state": state, "annotations": memory[0], "keys": memory[1],
+             "src_mask": memory[2], "vocab_bias": bias, "k": np.array([k], dtype=np.int64),
+             "forced_tokens": forced}
+    if memory_index is not None:
+        feeds["memory_index"] = memory_index
+    return dict(zip(DECODER_OUTPUTS, session.run(list(DECODER_OUTPUTS), feeds)))
+
+
+def onnx_greedy(sessions: dict, sources: list[list[int]], vocab_size: int, batch_size: int = 64,
+                max_ratio: float = 1.5, max_extra: int = 10) -> list[list[int]]:
+    """Greedy search with the direct step graph (k = 1), batched and compacted as
+    `model/search.py`'s greedy_decode, whose translations it must reproduce.
+    Returns token ids without </s>."""
+    bias = no_specials_bias(vocab_size)
+    results: list[list[int]] = [[] for _ in sources]
+    for indices in inference_batches(sources, batch_size):
+        batch = make_batch([sources[i] for i in indices], None, indices)
+        lengths = batch.lengths.numpy()
+        annotations, keys, mask, state = sessions["encoder"].run(
+            list(ENCODER_OUTPUTS), {"src_tokens": batch.src.numpy(), "src_lengths": lengths})
+        limit = ((lengths - 1) * max_ratio).astype(np.int64) + max_extra   # lengths count </s>
+        prev = np.full(len(indices), BOS_ID, dtype=np.int64)
+        alive = np.arange(len(indices))                                     # batch rows still decoding
+        step = 0
+        while alive.size:
+            memory = (annotations[alive], keys[alive], mask[alive])
+            # forced_tokens: greedy reads no forced log-prob; any valid token will do
+            out = onnx_step(sessions["decoder_step"], prev, state, memory, bias, 1, prev)
+            tokens = out["topk_ids"][:, 0]                                  # alive
+            step += 1
+            keep = []
+            for position, (row, token) in enumerate(zip(alive, tokens)):
+                if token == EOS_ID:
+                    continue
+                results[indices[row]].append(int(token))
+                if step < limit[row]:
+                    keep.append(position)
+            alive, prev, state = alive[keep], tokens[keep], out["new_state"][keep]
+    return results
+
+
+def _max_diff(a: np.ndarray, b: np.ndarray) -> float:
+    # Equal infinities (a token both sides rule out) are no difference; inf - inf would be NaN.
+    return float(np.where(a == b, 0.0, np.abs(a - b)).max(initial=0.0))
 
 
 @torch.no_grad()
-def check_parity(model: RNNsearch, engine: Engine, sources: list[list[int]], tolerance: float) -> dict:
-    """Teacher-force PyTorch's greedy output through both runtimes, compare every
-    step, then compare whole greedy translations. Raises on any mismatch."""
-    batch = make_batch(sources, None, list(range(len(sources))))
-    torch_out = translate_ids(model, sources, batch_size=len(sources))
-    encoded = engine.encode([s + [EOS_ID] for s in sources])
+def step_differences(model: RNNsearch, sessions: dict, sources: list[list[int]],
+                     path: list[list[int]]) -> dict[str, float]:
+    """Teacher-force `path` (PyTorch's greedy output) through both runtimes and
+    return the largest difference of each kind over all steps: the top k (k =
+    PARITY_TOPK), the forced token's log-probability, α, and the shared graph,
+    with memory_index arange(n) and with beams of 1-3 rows, against the direct one."""
+    n = len(sources)
+    batch = make_batch(sources, None, list(range(n)))
     annotations, keys, mask, state = model.encode(batch.src, batch.lengths)
-    diffs = {"annotations": float(np.abs(encoded.annotations - annotations.numpy()).max())}
-    steps = max(len(o) for o in torch_out) + 1
-    prev = torch.full((len(sources),), BOS_ID)
-    ort_state = encoded.init_state
-    worst_lp = worst_alpha = 0.0
-    for i in range(steps):
-        lp, state, alpha = model.step_log_probs(prev, state, keys, annotations, mask)
-        o_lp, ort_state, o_alpha = engine.step(prev.numpy(), ort_state, encoded.annotations, encoded.keys, encoded.mask)
-        worst_lp = max(worst_lp, float(np.abs(o_lp - lp.numpy()).max()))
-        worst_alpha = max(worst_alpha, float(np.abs(o_alpha - alpha.numpy()).max()))
-        ort_state = state.numpy()  # keep both on the same path so errors cannot compound
-        prev = torch.tensor([o[i] if i < len(o) else EOS_ID for o in torch_out])
-    diffs.update(log_probs=worst_lp, alpha=worst_alpha)
-    if max(diffs.values()) > tolerance:
+    encoded = sessions["encoder"].run(list(ENCODER_OUTPUTS), {"src_tokens": batch.src.numpy(),
+                                                              "src_lengths": batch.lengths.numpy()})
+    memory = tuple(encoded[:3])                             # ONNX Runtime's own annotations, keys, mask
+    bias = no_specials_bias(model.cfg.vocab_size)
+    beams = np.repeat(np.arange(n), 1 + np.arange(n) % 3)   # memory_index [0, 1, 1, 2, 2, 2, 3, ...]
+    # (memory_index, vocab_bias): 1 x V for arange(n), R x V for the beams
+    shared_rows = ((np.arange(n), bias), (beams, np.repeat(bias, len(beams), axis=0)))
+    worst = {"annotations": _max_diff(encoded[0], annotations.numpy())}
+
+    def record(name: str, *diffs: float) -> None:
+        worst[name] = max(worst.get(name, 0.0), *diffs)
+
+    prev = torch.full((n,), BOS_ID)
+    for i in range(max(len(o) for o in path) + 1):
+        forced = torch.tensor([o[i] if i < len(o) else EOS_ID for o in path])
+        logits, next_state, alpha = model.step_logits(prev, state, keys, annotations, mask)
+        log_probs = torch.log_softmax(logits + torch.from_numpy(bias), dim=-1)           # n x V
+        best = log_probs.topk(PARITY_TOPK, dim=-1).values.numpy()                         # n x k
+        log_probs = log_probs.numpy()
+        direct = onnx_step(sessions["decoder_step"], prev.numpy(), state.numpy(), memory, bias, PARITY_TOPK,
+                           forced.numpy())
+        # The chosen ids are judged by PyTorch's log-probabilities of them, so tied tokens may swap.
+        chosen = np.take_along_axis(log_probs, direct["topk_ids"], axis=1)
+        record("log_probs", _max_diff(direct["topk_log_probs"], best), _max_diff(chosen, best))
+        forced_lp = np.take_along_axis(log_probs, forced.numpy()[:, None], axis=1)[:, 0]
+        record("forced_log_probs", _max_diff(direct["forced_log_probs"], forced_lp))
+        record("alpha", _max_diff(direct["alpha"], alpha.numpy()))
+        for rows, row_bias in shared_rows:
+            shared = onnx_step(sessions["decoder_step_shared"], prev.numpy()[rows], state.numpy()[rows], memory,
+                               row_bias, PARITY_TOPK, forced.numpy()[rows], rows)
+            chosen = np.take_along_axis(log_probs[rows], shared["topk_ids"], axis=1)
+            same_outputs = (_max_diff(shared[name], direct[name][rows])
+                            for name in ("topk_log_probs", "forced_log_probs", "new_state", "alpha"))
+            record("shared_vs_direct", _max_diff(chosen, best[rows]), *same_outputs)
+        state, prev = next_state, forced    # both runtimes stay on PyTorch's path: errors cannot compound
+    return worst
+
+
+def check_parity(model: RNNsearch, sessions: dict, sources: list[list[int]], tolerance: float) -> dict:
+    """Compare every step along PyTorch's greedy translations, then the greedy
+    translations themselves. Raises on any mismatch; returns the figures."""
+    torch_out = translate_ids(model, sources, batch_size=len(sources))
+    diffs = step_differences(model, sessions, sources, torch_out)
+    if not all(d <= tolerance for d in diffs.values()):      # written so that a NaN fails too
         raise RuntimeError(f"ONNX Runtime and PyTorch differ beyond {tolerance}: {diffs}")
-    searches = [Search(s + [EOS_ID]) for s in sources]
-    decode_all(engine, searches, max_rows=len(sources))
-    ort_out = [[t for t in s.best()[0].tokens if t != EOS_ID] for s in searches]
+    ort_out = onnx_greedy(sessions, sources, model.cfg.vocab_size, batch_size=len(sources))
     same = sum(a == b for a, b in zip(ort_out, torch_out))
     if same != len(sources):
         raise RuntimeError(f"greedy translations differ: {len(sources) - same} of {len(sources)} sentences")
     return {**diffs, "greedy_identical": f"{same}/{len(sources)}", "tolerance": tolerance}
+
+
+def placeholder_contract(training: dict | None) -> dict | None:
+    """The manifest's `placeholders` section, for a model trained with sentinels."""
+    config = (training or {}).get("config") or {}
+    if config.get("placeholder_rate", 0) <= 0:
+        return None
+    return {"pattern": placeholders.PATTERN, "sentinel": placeholders.SENTINEL,
+            "max": placeholders.MAX_SENTINELS}
 
 
 def export(checkpoint: Path, tokenizer: Path, out_dir: Path, name: str, source_language: str, target_language: str,
@@ -162,27 +324,29 @@ def export(checkpoint: Path, tokenizer: Path, out_dir: Path, name: str, source_l
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         export_graphs(model, tmp)
-        share_weights(tmp, ["encoder.onnx", "decoder_step.onnx"])
+        share_weights(tmp, list(GRAPHS.values()))
         shutil.copy(tokenizer, tmp / MODEL_FILE)
         half = RNNsearch(model.cfg)
         half.load_state_dict(model.state_dict())
         # half() on the module keeps tied parameters one tensor in the saved file
         torch.save({"model_config": model.cfg.to_dict(), "state_dict": half.half().state_dict()},
                    tmp / "checkpoint.pt")
-        files = ["encoder.onnx", "decoder_step.onnx", "weights.bin", MODEL_FILE, "checkpoint.pt"]
+        files = [*GRAPHS.values(), "weights.bin", MODEL_FILE, "checkpoint.pt"]
         manifest = {
             "schema_version": SCHEMA_VERSION, "name": name, "version": dt.date.today().isoformat(),
             "architecture": "RNNsearch", "source_language": source_language, "target_language": target_language,
             "tokenizer": MODEL_FILE, "vocab_size": len(tok),
             "special_ids": {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID, "eos": EOS_ID},
-            "dimensions": model.cfg.to_dict(),
-            "graphs": {"encoder": "encoder.onnx", "decoder_step": "decoder_step.onnx"},
+            "dimensions": model.cfg.to_dict(), "graphs": dict(GRAPHS), "step_state": dict(STEP_STATE),
             "opset": OPSET, "files": file_entries(tmp, files), "training": training or {}, "evaluation": {},
         }
+        contract = placeholder_contract(training)
+        if contract:
+            manifest["placeholders"] = contract
         write_manifest(tmp, manifest)
-        engine = Engine(tmp)
+        load_manifest(tmp)                       # what the service will read holds to its contract
         sources = [tok.encode(s) for s in parity_sentences]
-        manifest["export_parity"] = check_parity(model, engine, sources, tolerance)
+        manifest["export_parity"] = check_parity(model, onnx_sessions(tmp), sources, tolerance)
         write_manifest(tmp, manifest)
         if out_dir.exists():
             shutil.rmtree(out_dir)
@@ -192,8 +356,7 @@ def export(checkpoint: Path, tokenizer: Path, out_dir: Path, name: str, source_l
 
 def update_manifest(model_dir: Path, **sections) -> None:
     """Merge sections (evaluation, quantization) into an exported manifest."""
-    path = model_dir / "manifest.json"
-    manifest = json.loads(path.read_text())
+    manifest = json.loads((model_dir / MANIFEST).read_text())
     for key, value in sections.items():
         if isinstance(value, dict) and isinstance(manifest.get(key), dict):
             manifest[key].update(value)

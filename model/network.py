@@ -201,12 +201,19 @@ class RNNsearch(nn.Module):
         logits = self.decoder.logits(torch.stack(readouts, dim=1))
         return logits, torch.stack(alphas, dim=1)
 
-    def step_log_probs(self, prev_tokens: Tensor, state: Tensor, keys: Tensor, annotations: Tensor,
-                       mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """Inference step: log p(y_i | ...) (batch x vocab), s_i, α_i. The graph `decoder_step.onnx`."""
+    def step_logits(self, prev_tokens: Tensor, state: Tensor, keys: Tensor, annotations: Tensor,
+                    mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Inference step before the softmax: logits (batch x vocab), s_i, α_i. The export's step
+        graphs add a vocabulary bias to these logits before normalising (model/export.py)."""
         prev_embedded = self.decoder.embedding(prev_tokens)
         readout_in, new_state, alpha = self.decoder.forward_step(prev_embedded, state, keys, annotations, mask)
-        return torch.log_softmax(self.decoder.logits(readout_in), dim=-1), new_state, alpha
+        return self.decoder.logits(readout_in), new_state, alpha
+
+    def step_log_probs(self, prev_tokens: Tensor, state: Tensor, keys: Tensor, annotations: Tensor,
+                       mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Inference step: log p(y_i | ...) (batch x vocab), s_i, α_i."""
+        logits, new_state, alpha = self.step_logits(prev_tokens, state, keys, annotations, mask)
+        return torch.log_softmax(logits, dim=-1), new_state, alpha
 
 
 def count_parameters(model: nn.Module) -> int:

@@ -1,6 +1,9 @@
 """`attnmt export --quantize int8`: ONNX Runtime dynamic int8 quantization of
-both graphs (weights stored as int8, activations quantized on the fly), with
+the three graphs (weights stored as int8, activations quantized on the fly), with
 what it costs and gains measured on the dev split and written to the manifest.
+
+Both directories are measured with the same greedy loop over the step graph
+(`export.onnx_greedy`), so the comparison is of the graphs alone.
 """
 
 from __future__ import annotations
@@ -12,28 +15,34 @@ from pathlib import Path
 
 import sacrebleu
 
-from attnmt.service.decoding import SearchOptions
-from attnmt.service.engine import Engine
+from attnmt.service.manifest import GRAPHS as GRAPH_FILES
 from attnmt.service.manifest import file_entries, load_manifest, write_manifest
-from attnmt.service.translator import Translator
 
-from .export import share_weights
+from .export import onnx_greedy, onnx_sessions, share_weights
+from .tokenizer import Tokenizer
 
-GRAPHS = ("encoder.onnx", "decoder_step.onnx")
+GRAPHS = tuple(GRAPH_FILES.values())
 
 
 def _greedy(model_dir: Path, sources: list[str], refs: list[str]) -> tuple[float, float]:
-    translator = Translator(Engine(model_dir), max_tokens=100_000)
-    translator.translate(sources[:16])                        # warm-up
+    manifest = load_manifest(model_dir)
+    sessions = onnx_sessions(model_dir)
+    tok = Tokenizer(model_dir / manifest.tokenizer)
+    ids = [tok.encode(s) for s in sources]
+    onnx_greedy(sessions, ids[:16], manifest.vocab_size)     # warm-up
     start = time.perf_counter()
-    hyps = [t.best.text for t in translator.translate(sources, SearchOptions())]
+    hyps = [tok.decode(out) for out in onnx_greedy(sessions, ids, manifest.vocab_size)]
     return sacrebleu.corpus_bleu(hyps, [refs]).score, time.perf_counter() - start
 
 
 def untie(graph) -> None:
     """Give every use of a shared initializer its own copy. The tied embedding is
-    both a Gather table and the output Gemm's weight; the quantizer transposes a
-    Gemm weight in place, which would hand the Gather a transposed table."""
+    both a Gather table and the output Gemm's weight in each step graph (and a
+    Gather table in the encoder); the quantizer transposes a Gemm weight in place,
+    which would hand the Gather a transposed table. share_weights() stores the
+    copies once again afterwards: the Gather tables of the three graphs are one
+    tensor in weights.bin, the quantized output weight (the same in both step
+    graphs) another."""
     initializers = {t.name: t for t in graph.initializer}
     seen: set[str] = set()
     for n, node in enumerate(graph.node):

@@ -72,6 +72,8 @@ class Settings(BaseSettings):
     max_message_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="largest gRPC message accepted or sent")
     max_beam_size: int = Field(16, ge=1, description="largest beam a request may ask for")
     default_beam_size: int = Field(5, ge=1, description="beam size when a request sets 0")
+    cache_size: int = Field(0, ge=0, description="finished translations kept per model in an LRU cache and reused "
+                                                 "for identical requests (same text and options); 0: no cache")
     max_stream_in_flight: int = Field(64, ge=1, description="sentences one TranslateStream call may have in flight")
 
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="logging level")

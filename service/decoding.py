@@ -76,6 +76,7 @@ class Search:
     options: SearchOptions = field(default_factory=SearchOptions)
     forced: list[int] | None = None         # target ids ending with </s>
     id: int = field(default_factory=lambda: next(_ids))
+    protected: tuple[str, ...] = ()         # placeholders hidden behind sentinels (protect.py), for the translator
     finished: list[Hypothesis] = field(default_factory=list)
     steps: int = 0
     done: bool = False

@@ -51,6 +51,10 @@ class Metrics:
         self.rejected = Counter("attnmt_rejected_total", "Sentences not translated, by reason.", ("reason",),
                                 registry=r)
         self.step_failures = Counter("attnmt_step_failures_total", "Decoder steps that raised.", registry=r)
+        self.cache_requests = Counter("attnmt_cache_requests_total", "Translation cache lookups, by result (hit, miss).",
+                                      ("model", "result"), registry=r)
+        self.cache_entries = Gauge("attnmt_cache_entries", "Finished translations held in the cache.", ("model",),
+                                   registry=r)
         self.model_info = Gauge("attnmt_model_info", "Served models (value 1).", ("model", "version", "provider"),
                                 registry=r)
         self.ready = Gauge("attnmt_ready", "1 when every model is loaded and warmed up.", registry=r)

@@ -15,6 +15,7 @@ from grpc_health.v1.health import aio as health_aio
 from grpc_reflection.v1alpha import reflection
 from prometheus_client import start_http_server
 
+from .cache import TranslationCache
 from .config import ConfigError, Settings, load_settings
 from .decoding import SearchOptions
 from .engine import Engine, EngineOptions
@@ -59,7 +60,8 @@ class Server:
                 raise ConfigError(f"models: two model directories are both named {name!r}")
             translator = Translator(engine, max_tokens=s.max_tokens_per_sentence)
             scheduler = Scheduler(translator, limits, self.metrics, on_death=self._worker_died)
-            self.models[name] = ServedModel(translator, scheduler)
+            cache = TranslationCache(s.cache_size, self.metrics, name) if s.cache_size else None
+            self.models[name] = ServedModel(translator, scheduler, cache)
             self.metrics.model_info.labels(name, engine.manifest.version, engine.provider).set(1)
             log.info("loaded model %s (%s) from %s on %s", name, engine.manifest.version, model_dir, engine.provider)
         default = s.default_model or next(iter(self.models))

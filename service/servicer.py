@@ -15,6 +15,7 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from . import convert
+from .cache import TranslationCache
 from .config import Settings
 from .decoding import Search, SearchOptions
 from .errors import (AttnmtError, DeadlineExceeded, DecodeFailed, InvalidInput, ModelLoadError, ModelNotFound,
@@ -62,6 +63,13 @@ async def abort(context: grpc.aio.ServicerContext, error: Exception) -> None:
 class ServedModel:
     translator: Translator
     scheduler: Scheduler
+    cache: TranslationCache | None = None
+
+
+def cache_key(search: Search) -> tuple:
+    """Everything that changes a finished search: source ids, hidden placeholders, options, forced target."""
+    return (tuple(search.source), search.protected, search.options,
+            None if search.forced is None else tuple(search.forced))
 
 
 class TranslatorServicer(pb_grpc.TranslatorServicer):
@@ -105,16 +113,31 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
         remaining = context.time_remaining()
         return None if remaining is None else time.monotonic() + remaining
 
-    async def _run(self, served: ServedModel, searches: list[Search], deadline: float | None) -> None:
-        """Submit to the scheduler and wait; on cancellation, withdraw the sentences."""
-        if not searches:
-            return
-        jobs: list[Job] = served.scheduler.submit(searches, deadline)
+    async def _run(self, served: ServedModel, searches: list[Search | None], deadline: float | None) -> list:
+        """Finish every search (None entries stay None): from the cache when it holds an
+        identical one, else through the scheduler. On cancellation, withdraw the sentences."""
+        done: list = list(searches)
+        todo = []
+        for i, search in enumerate(searches):
+            if search is None:
+                continue
+            cached = served.cache.get(cache_key(search)) if served.cache is not None else None
+            if cached is not None:
+                done[i] = cached
+            else:
+                todo.append(search)
+        if not todo:
+            return done
+        jobs: list[Job] = served.scheduler.submit(todo, deadline)
         try:
             await asyncio.gather(*(j.future for j in jobs))
         except BaseException:             # CancelledError included: the client went away or the deadline passed
             served.scheduler.cancel(jobs)
             raise
+        if served.cache is not None:
+            for search in todo:
+                served.cache.put(cache_key(search), search)
+        return done
 
     def _rejected_input(self, error: AttnmtError) -> None:
         if isinstance(error, InvalidInput):
@@ -136,7 +159,7 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
             kind = convert.alignment_kind(request.options.alignment)
             threshold = convert.alignment_threshold(request.options)
             searches = [self._search(served, text, options, f"sentences[{i}]") for i, text in enumerate(request.sentences)]
-            await self._run(served, [s for s in searches if s is not None], self._deadline(context))
+            searches = await self._run(served, searches, self._deadline(context))
             translator = served.translator
             translations = [translator.result(text, s, request.options.replace_unknown) if s else Translation(text, [])
                             for text, s in zip(request.sentences, searches)]
@@ -156,7 +179,7 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
                 raise InvalidInput("source and target must both be non-empty")
             search = self._search(served, request.source, SearchOptions(), "source", target=request.target)
             self._check_text(request.target, "target")
-            await self._run(served, [search], self._deadline(context))
+            (search,) = await self._run(served, [search], self._deadline(context))
             translation = served.translator.result(request.source, search)
             hyp = translation.best
             return pb.AlignResponse(source_tokens=translation.source_tokens,
@@ -182,7 +205,7 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
                 kind = convert.alignment_kind(opts.alignment)
                 threshold = convert.alignment_threshold(opts)
                 search = self._search(served, request.sentence, options, f"sentence (id {request.id!r})")
-                await self._run(served, [search] if search else [], self._deadline(context))
+                (search,) = await self._run(served, [search], self._deadline(context))
                 translation = served.translator.result(request.sentence, search, opts.replace_unknown) \
                     if search else Translation(request.sentence, [])
                 response = pb.StreamResponse(id=request.id, translation=convert.translation_pb(translation, kind, threshold))

@@ -15,6 +15,7 @@ from .alignment import EOS_TOKEN, aggregate_to_words, hard_pairs, word_groups
 from .decoding import Search, SearchOptions, decode_all
 from .engine import Engine
 from .errors import InvalidInput
+from .protect import Protector, detokenize
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 
@@ -74,10 +75,13 @@ def normalise(text: str) -> str:
 class Translator:
     """One served model: its engine plus text handling."""
 
-    def __init__(self, engine: Engine, max_tokens: int = 256):
+    def __init__(self, engine: Engine, max_tokens: int = 256, protect_placeholders: bool = True):
         self.engine = engine
         self.tokenizer = engine.tokenizer
         self.max_tokens = max_tokens
+        spec = engine.manifest.placeholders
+        # Only a model trained with sentinels can carry them (manifest.placeholders).
+        self.protector = Protector(spec) if spec and protect_placeholders else None
 
     @property
     def name(self) -> str:
@@ -92,8 +96,12 @@ class Translator:
 
     def search(self, text: str, options: SearchOptions, target: str | None = None) -> Search:
         """A Search ready to join a DecodeBatch; with `target`, forced decoding of that target."""
-        forced = None if target is None else self.encode(target, "target")
-        return Search(self.encode(text, "source"), options, forced=forced)
+        if target is not None:
+            return Search(self.encode(text, "source"), options, forced=self.encode(target, "target"))
+        if self.protector is None:
+            return Search(self.encode(text, "source"), options)
+        protected = self.protector.protect(normalise(text))
+        return Search(self.encode(protected.text, "source"), options, protected=protected.originals)
 
     def result(self, text: str, search: Search, replace_unk: bool = False) -> Translation:
         source_tokens = self.tokenizer.pieces(search.source)
@@ -106,11 +114,19 @@ class Translator:
                 # The last source piece is </s>: never copy it (it would delete the word).
                 pieces = [source_tokens[int(hyp.alignment[i, :-1].argmax())] if t == self.engine.unk_id else p
                           for i, (t, p) in enumerate(zip(hyp.tokens, pieces))]
-            words = [p for t, p in zip(hyp.tokens, pieces) if t != eos]
+            if search.protected:
+                sources, pieces, alignment, origin = self.protector.restore(source_tokens, pieces, hyp.alignment,
+                                                                            search.protected)
+                translation.source_tokens = sources
+                # a removed sentinel takes its log-prob along; an inserted one was not generated: 0
+                log_probs = [hyp.token_log_probs[i] if i >= 0 else 0.0 for i in origin]
+                output = detokenize([p for p in pieces if p != EOS_TOKEN])
+            else:
+                sources, alignment, log_probs = source_tokens, hyp.alignment, hyp.token_log_probs
+                output = self.tokenizer.decode_pieces([p for t, p in zip(hyp.tokens, pieces) if t != eos])
             translation.hypotheses.append(Hypothesis(
-                text=self.tokenizer.decode_pieces(words), target_tokens=pieces,
-                token_log_probs=hyp.token_log_probs, log_prob=hyp.log_prob, score=hyp.score,
-                alignment=hyp.alignment, source_tokens=source_tokens))
+                text=output, target_tokens=pieces, token_log_probs=log_probs, log_prob=hyp.log_prob,
+                score=hyp.score, alignment=alignment, source_tokens=sources))
         return translation
 
     def translate(self, texts: list[str], options: SearchOptions = SearchOptions(), max_rows: int = 64,

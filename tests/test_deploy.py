@@ -31,8 +31,10 @@ MODEL_DIR = "/models/rnnsearch-es-en"
 # What service/metrics.py exports (test_metric_list_matches_the_service keeps this honest).
 COUNTERS = {"grpc_server_started_total", "grpc_server_handled_total", "grpc_server_msg_received_total",
             "grpc_server_msg_sent_total", "attnmt_sentences_total", "attnmt_source_tokens_total",
-            "attnmt_target_tokens_total", "attnmt_rejected_total", "attnmt_step_failures_total"}
-GAUGES = {"attnmt_queue_depth", "attnmt_inflight_sentences", "attnmt_model_info", "attnmt_ready"}
+            "attnmt_target_tokens_total", "attnmt_rejected_total", "attnmt_step_failures_total",
+            "attnmt_cache_requests_total"}
+GAUGES = {"attnmt_queue_depth", "attnmt_inflight_sentences", "attnmt_model_info", "attnmt_ready",
+          "attnmt_cache_entries"}
 HISTOGRAMS = {"grpc_server_handling_seconds", "attnmt_batch_rows", "attnmt_queue_wait_seconds",
               "attnmt_step_seconds", "attnmt_encoder_seconds"}
 SCRAPE_SERIES = {"up"}           # written by Prometheus itself, for every target
