@@ -156,3 +156,58 @@ def test_mixed_greedy_beam_and_forced_sentences_share_steps(translator):
     for g, f in zip(greedy, forced):
         assert f.best()[0].tokens == g.best()[0].tokens
         assert np.allclose(f.best()[0].token_log_probs, g.best()[0].token_log_probs, atol=1e-5)
+
+
+def test_a_worker_that_dies_fails_its_calls_and_refuses_new_ones(translator, monkeypatch):
+    """A fault outside any step (a bug in the worker's own bookkeeping) must not leave
+    callers waiting forever: their calls fail, the death is reported, new calls are refused."""
+    from attnmt.service.errors import DecodeFailed
+    from attnmt.service.worker import DecodeWorker
+    deaths = []
+
+    async def main():
+        scheduler = Scheduler(translator, SchedulerLimits(max_queue_delay=0.0), Metrics(), on_death=deaths.append)
+        original = DecodeWorker._next_joiners
+        calls = {"n": 0}
+
+        def broken(self):
+            calls["n"] += 1
+            if calls["n"] == 3:
+                raise RuntimeError("injected fault")
+            return original(self)
+        monkeypatch.setattr(DecodeWorker, "_next_joiners", broken)
+        scheduler.start()
+        jobs = scheduler.submit([translator.search(LONG, SearchOptions(beam_size=4))], None)
+        with pytest.raises(DecodeFailed, match="injected fault"):
+            await asyncio.wait_for(jobs[0].future, 10)
+        with pytest.raises(DecodeFailed, match="has stopped"):
+            scheduler.submit([translator.search(SHORT, SearchOptions())], None)
+        await asyncio.sleep(0.01)
+        await scheduler.close()
+    run(main())
+    assert len(deaths) == 1 and isinstance(deaths[0], RuntimeError)
+
+
+def test_a_failing_step_fails_its_batch_and_the_worker_goes_on(translator, monkeypatch):
+    from attnmt.service.decoding import DecodeBatch
+    from attnmt.service.errors import DecodeFailed
+    original = DecodeBatch.step
+    state = {"fail": True}
+
+    def step(self):
+        if state["fail"]:
+            state["fail"] = False
+            raise RuntimeError("step exploded")
+        return original(self)
+    monkeypatch.setattr(DecodeBatch, "step", step)
+
+    async def main():
+        scheduler = await started(translator)
+        first = scheduler.submit([translator.search(SHORT, SearchOptions())], None)
+        with pytest.raises(DecodeFailed, match="step exploded"):
+            await first[0].future
+        second = scheduler.submit([translator.search(SHORT, SearchOptions())], None)
+        search = await second[0].future
+        await scheduler.close()
+        return search
+    assert run(main()).done
