@@ -54,8 +54,14 @@ export: $(VENV)/.dev
 evaluate: $(VENV)/.dev
 	$(BIN)/attnmt evaluate --model $(MODEL) --data $(DATA)
 
+# Apertium (Debian `apertium`, `apertium-eng-spa`) is the baseline of `bench offline`.
 bench: $(VENV)/.dev
+	@dpkg -s apertium apertium-eng-spa >/dev/null 2>&1 \
+		|| (apt-get update -q && apt-get install -y -q apertium apertium-eng-spa) \
+		|| echo "Apertium could not be installed: bench offline will skip it"
 	$(BIN)/attnmt bench engine --model $(MODEL) --data $(DATA)
+	$(BIN)/attnmt bench offline --model $(MODEL) --data $(DATA)
+	$(BIN)/attnmt bench serving --model $(MODEL) --data $(DATA)
 
 stubs: $(VENV)/.dev
 	$(BIN)/python -m attnmt.service.stubs_gen

@@ -79,6 +79,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--beam", type=int, default=1)
     b.add_argument("--json", type=Path, help="also write the report here")
     b.set_defaults(func=cmd_bench_server)
+    b = bench.add_parser("offline", help="`attnmt translate` vs Apertium as processes; beam vs greedy in-process, "
+                                         "and where beam time goes")
+    _bench_arguments(b)
+    b.add_argument("--beam", type=int, default=5)
+    b.add_argument("--apertium-pair", default="spa-eng", help="`apertium -u PAIR` (skipped when not installed)")
+    b.set_defaults(func=cmd_bench_offline)
+    b = bench.add_parser("serving", help="`attnmt serve` (default settings) vs the offline engine: throughput, "
+                                         "CPU per sentence, latency at concurrency 1")
+    _bench_arguments(b)
+    b.add_argument("--concurrency", type=int, default=64)
+    b.add_argument("--latency-sentences", type=int, default=200, help="sentences sent one at a time")
+    b.set_defaults(func=cmd_bench_serving)
+
+
+_REPO = Path(__file__).resolve().parent.parent
+
+
+def _bench_arguments(b: argparse.ArgumentParser) -> None:
+    b.add_argument("--model", type=Path, default=_REPO / "models" / "rnnsearch-es-en",
+                   help="model directory (default: the bundled model)")
+    b.add_argument("--data", type=Path, default=_REPO / "data" / "bible",
+                   help="data directory with the test split (default: data/bible)")
+    b.add_argument("--sentences", type=int, help="use this many test sentences, evenly spaced (default: all)")
+    b.add_argument("--repeats", type=int, default=5)
+    b.add_argument("--json", type=Path, help="also write the report here")
 
 
 def cmd_data_bible(args: argparse.Namespace) -> int:
@@ -171,11 +196,29 @@ def cmd_bench_engine(args: argparse.Namespace) -> int:
 def cmd_bench_server(args: argparse.Namespace) -> int:
     from attnmt.service.loadtest import bench_server, format_table
 
-    from .data import corpus_files, read_parallel
-    src, tgt = corpus_files(args.data, "test", "es", "en")
-    sentences = [s for s, _ in read_parallel(src, tgt)]
-    report = bench_server(args.model, sentences, args.concurrency, args.requests, args.beam)
-    print(format_table(report))
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    from .bench import source_sentences
+    report = bench_server(args.model, source_sentences(args.model, args.data), args.concurrency, args.requests,
+                          args.beam)
+    return _bench_report(report, format_table(report), args.json)
+
+
+def cmd_bench_offline(args: argparse.Namespace) -> int:
+    from .bench import bench_offline, format_offline
+    report = bench_offline(args.model, args.data, args.sentences, args.repeats, args.beam, args.apertium_pair)
+    return _bench_report(report, format_offline(report), args.json)
+
+
+def cmd_bench_serving(args: argparse.Namespace) -> int:
+    from attnmt.service.loadtest import bench_serving, format_serving
+
+    from .bench import source_sentences
+    sentences = source_sentences(args.model, args.data, args.sentences)
+    report = bench_serving(args.model, sentences, args.repeats, args.concurrency, args.latency_sentences)
+    return _bench_report(report, format_serving(report), args.json)
+
+
+def _bench_report(report: dict, table: str, out: Path | None) -> int:
+    print(table)
+    if out:
+        out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     return 0

@@ -77,13 +77,17 @@ def _read_inputs(args: argparse.Namespace) -> list[str]:
 def cmd_translate(args: argparse.Namespace) -> int:
     texts = _read_inputs(args)
     options = _options(args)
+    to_terminal = args.output in (None, "-") and sys.stdout.isatty()
+    picture = bool(args.plot) or (to_terminal and len(texts) == 1 and not args.json)
     if args.server:
         from .client import Client
         read = lambda path: open(path, "rb").read() if path else None  # noqa: E731
         tls = {"root_certificates": read(args.tls_ca), "private_key": read(args.tls_key),
                "certificate_chain": read(args.tls_cert)} if args.tls_ca else {}
         with Client(args.server, timeout=args.timeout, **tls) as client:
-            translations = client.translate(texts, options, alignment=args.alignment, threshold=args.threshold,
+            # The heatmap and --plot need α even when no alignment is printed.
+            wanted = "soft" if picture and args.alignment == "none" else args.alignment
+            translations = client.translate(texts, options, alignment=wanted, threshold=args.threshold,
                                             replace_unk=args.replace_unk, model=args.model_name)
     else:
         if not args.model:
@@ -108,7 +112,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
                       file=out)
             else:
                 print(format_hypothesis(hyp, args.alignment, args.threshold), file=out)
-    if out is sys.stdout and sys.stdout.isatty() and len(translations) == 1 and not args.json:
+    if picture and to_terminal and len(translations) == 1 and not args.json:
         print_heatmap(translations[0].best)
     if args.plot and translations:
         from .plotting import plot_alignment

@@ -30,7 +30,7 @@ from .translator import Translator
 
 log = logging.getLogger("attnmt")
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Translator"].full_name   # attnmt.v1.Translator
-WARMUP_SENTENCE = "Hola."
+WARMUP_SENTENCE = "No se puede abrir el archivo %s: permiso denegado."
 
 
 class Server:

@@ -416,3 +416,29 @@ def test_translation_cache_answers_repeats_without_decoding(tiny_model):
         s.Translate(pb.TranslateRequest(sentences=[SHORT], options=pb.DecodingOptions(beam_size=2)))
         assert server.metric("attnmt_cache_requests_total", result="miss") == 2
         assert server.metric("attnmt_cache_entries", model="tiny") == 2
+
+
+def test_cli_through_a_server_on_a_terminal_draws_the_heatmap(server, tmp_path):
+    """Issue 9: on a terminal the CLI draws the word alignment even when none was asked
+    for; it used to crash because the server was asked for no alignment."""
+    import os
+    import pty
+    leader, follower = pty.openpty()
+    plot = tmp_path / "a.png"
+    proc = subprocess.run([sys.executable, "-m", "attnmt.service.cli", "translate", "--server", server.address,
+                           "--plot", str(plot), SHORT], stdout=follower, stderr=subprocess.PIPE, timeout=60)
+    os.close(follower)
+    output = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        output += chunk
+    os.close(leader)
+    assert proc.returncode == 0, proc.stderr.decode()
+    text = output.decode()
+    assert "↓ peru" in text and "the" in text
+    assert plot.stat().st_size > 1000
