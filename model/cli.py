@@ -90,6 +90,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     _bench_arguments(b)
     b.add_argument("--concurrency", type=int, default=64)
     b.add_argument("--latency-sentences", type=int, default=200, help="sentences sent one at a time")
+    b.add_argument("--set", action="append", default=[], metavar="SETTING=VALUE",
+                   help="a server setting other than its default (repeatable), e.g. intra_op_threads=1")
     b.set_defaults(func=cmd_bench_serving)
 
 
@@ -213,7 +215,8 @@ def cmd_bench_serving(args: argparse.Namespace) -> int:
 
     from .bench import source_sentences
     sentences = source_sentences(args.model, args.data, args.sentences)
-    report = bench_serving(args.model, sentences, args.repeats, args.concurrency, args.latency_sentences)
+    settings = dict(item.split("=", 1) for item in args.set)
+    report = bench_serving(args.model, sentences, args.repeats, args.concurrency, args.latency_sentences, settings)
     return _bench_report(report, format_serving(report), args.json)
 
 

@@ -243,7 +243,7 @@ def _offline_latencies(translator: Translator, texts: list[str]) -> list[float]:
 
 
 def bench_serving(model: Path, sentences: list[str], repeats: int = 5, concurrency: int = 64,
-                  latency_sentences: int = 200) -> dict:
+                  latency_sentences: int = 200, settings: dict[str, str] | None = None) -> dict:
     """sentences: the verses, each sent once per throughput run; `latency_sentences`
     of them (evenly spaced) are translated one at a time for the latency runs."""
     options = pb.DecodingOptions(beam_size=1, alignment=pb.ALIGNMENT_WORDS)
@@ -251,7 +251,9 @@ def bench_serving(model: Path, sentences: list[str], repeats: int = 5, concurren
     host = machine()
     translator = Translator(Engine(model, EngineOptions()))
     runs = []
-    with ServerProcess(model, defaults=True) as server:
+    # Default settings, unless `settings` ({"intra_op_threads": "1"}, say) changes some.
+    env = {f"ATTNMT_{k.upper()}": v for k, v in (settings or {}).items()}
+    with ServerProcess(model, env, defaults=True) as server:
         _offline(translator, sentences[:8])                                                  # warm-up both
         asyncio.run(closed_loop(server.address, sentences, min(concurrency, 8), 2 * concurrency, options))
         for _ in range(repeats):
@@ -287,7 +289,8 @@ def bench_serving(model: Path, sentences: list[str], repeats: int = 5, concurren
               "cpu_per_sentence": served["cpu_ms_per_sentence"] / offline["cpu_ms_per_sentence"],
               "latency": served["concurrency_1_p50_ms"] / offline["single_sentence_ms"]}
     offline, served, ratios = (_rounded(d, 2) for d in (offline, served, ratios))
-    return {"machine": host, "model": translator.name, "sentences": n, "latency_sentences": len(singles),
+    return {"machine": host, "model": translator.name, "server_settings": settings or "defaults",
+            "sentences": n, "latency_sentences": len(singles),
             "repeats": repeats, "concurrency": concurrency, "offline": offline, "server": served,
             "server_over_offline": ratios, "runs": runs,
             "targets": [target("server sentences/s at concurrency 64 / offline greedy", ratios["throughput"], "≥", 0.7),
@@ -303,7 +306,8 @@ def _rounded(figures: dict, digits: int) -> dict:
 def format_serving(report: dict) -> str:
     off, srv, ratio = report["offline"], report["server"], report["server_over_offline"]
     c = report["concurrency"]
-    lines = [f"{describe(report['machine'])}; model {report['model']}; {report['sentences']} test verses "
+    lines = [f"{describe(report['machine'])}; model {report['model']}; server settings {report['server_settings']}; "
+             f"{report['sentences']} test verses "
              f"({report['latency_sentences']} for latency), runs alternated, {report['repeats']} of each, "
              "medians.",
              f"Server: `attnmt serve`, default settings, loopback; {c} closed-loop grpc.aio clients in the "
