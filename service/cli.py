@@ -96,7 +96,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
         from .translator import Translator
         translator = Translator(Engine(args.model, EngineOptions(device=args.device)), max_tokens=10_000)
         translations = []
-        batch = 256
+        batch = 4096        # decode_all sorts each chunk by length: big chunks keep batches full
         progress = sys.stderr.isatty() and len(texts) > batch
         for start in range(0, len(texts), batch):
             translations += translator.translate(texts[start:start + batch], options, replace_unk=args.replace_unk)

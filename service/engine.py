@@ -74,7 +74,8 @@ class Engine:
         self.providers = self._providers(options.device)
         self.encoder = self._session("encoder", ENCODER_INPUTS, ENCODER_OUTPUTS)
         self.decoder = self._session("decoder_step", DECODER_INPUTS + extra, DECODER_OUTPUTS)
-        self.shared_decoder = self._session("decoder_step_shared", SHARED_DECODER_INPUTS + extra, DECODER_OUTPUTS)
+        self._extra_inputs = extra
+        self._shared_decoder: ort.InferenceSession | None = None    # loaded when a beam first needs it
         self.provider = self.decoder.get_providers()[0]
         self.io_binding = options.io_binding if options.io_binding is not None else options.device == "cuda"
         self.device = "cuda" if self.provider == "CUDAExecutionProvider" else "cpu"
@@ -85,6 +86,15 @@ class Engine:
         # renormalises over the rest (their probability is ~0 after training).
         self.default_bias = np.zeros((1, self.vocab_size), dtype=np.float32)    # 1 x V
         self.default_bias[0, [self.pad_id, self.bos_id]] = -np.inf
+
+    @property
+    def shared_decoder(self) -> ort.InferenceSession:
+        """The shared-memory step graph; only batches with beams use it, so a greedy
+        `attnmt translate` does not pay its load time at start-up."""
+        if self._shared_decoder is None:
+            self._shared_decoder = self._session("decoder_step_shared", SHARED_DECODER_INPUTS + self._extra_inputs,
+                                                 DECODER_OUTPUTS)
+        return self._shared_decoder
 
     @staticmethod
     def _providers(device: str) -> list[str]:

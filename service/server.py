@@ -55,6 +55,7 @@ class Server:
                                  retry_after=s.retry_after_seconds, continuous=s.batching == "continuous")
         for model_dir in s.models:
             engine = Engine(model_dir, options)
+            engine.shared_decoder           # a server loads every graph up front: a bad one stops start-up
             name = engine.manifest.name
             if name in self.models:
                 raise ConfigError(f"models: two model directories are both named {name!r}")
