@@ -69,6 +69,8 @@ class Settings(BaseSettings):
     max_sentences_per_request: int = Field(64, ge=1, description="sentences in one Translate or Align call")
     max_chars_per_sentence: int = Field(2000, ge=1, description="characters in one sentence")
     max_tokens_per_sentence: int = Field(256, ge=2, description="SentencePiece tokens in one sentence (with </s>)")
+    max_target_tokens: int = Field(512, ge=2, description="target pieces a translation may reach, whatever "
+                                                          "max_length_ratio and max_length_extra ask for")
     max_message_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="largest gRPC message accepted or sent")
     max_beam_size: int = Field(16, ge=1, description="largest beam a request may ask for")
     default_beam_size: int = Field(5, ge=1, description="beam size when a request sets 0")
@@ -95,6 +97,9 @@ class Settings(BaseSettings):
             raise ValueError("tls_client_ca (mutual TLS) needs tls_cert and tls_key")
         if self.default_beam_size > self.max_beam_size:
             raise ValueError("default_beam_size must not exceed max_beam_size")
+        if self.max_batch_rows < self.max_beam_size:
+            raise ValueError(f"max_batch_rows ({self.max_batch_rows}) must be at least max_beam_size "
+                             f"({self.max_beam_size}): a beam's rows decode in one step")
         return self
 
 

@@ -23,7 +23,7 @@ def search_options(options: pb.DecodingOptions, settings: Settings, field: str =
     n_best = options.n_best or 1
     if n_best > beam:
         raise InvalidInput(f"{field}.n_best ({n_best}) must not exceed beam_size ({beam})")
-    values = {"beam_size": beam, "n_best": n_best}
+    values = {"beam_size": beam, "n_best": n_best, "max_target_tokens": settings.max_target_tokens}
     for name in ("length_penalty", "max_length_ratio", "max_length_extra"):
         if options.HasField(name):
             value = getattr(options, name)

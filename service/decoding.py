@@ -41,6 +41,7 @@ class SearchOptions:
     length_penalty: float = 1.0   # final score = log P / (length ** length_penalty); 0: raw log P
     max_length_ratio: float = 1.5  # target pieces at most ratio * source pieces + max_length_extra
     max_length_extra: int = 10
+    max_target_tokens: int = 512  # a hard cap whatever ratio and extra say (the server's setting)
 
     def validate(self, max_beam: int = 64) -> "SearchOptions":
         if not 1 <= self.beam_size <= max_beam:
@@ -99,7 +100,8 @@ class Search:
     def max_length(self) -> int:
         if self.forced is not None:
             return len(self.forced)
-        return max(1, int(self.options.max_length_ratio * (self.src_len - 1)) + self.options.max_length_extra)
+        wanted = int(self.options.max_length_ratio * (self.src_len - 1)) + self.options.max_length_extra
+        return max(1, min(wanted, self.options.max_target_tokens))
 
     def finish(self, tokens: np.ndarray, log_probs: np.ndarray, alignment: np.ndarray) -> None:
         total = float(np.sum(log_probs, dtype=np.float64))

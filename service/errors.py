@@ -36,3 +36,7 @@ class DeadlineExceeded(AttnmtError):
 
 class DecodeFailed(AttnmtError):
     """A decoder step failed; only the sentences in that step are affected."""
+
+
+class ResponseTooLarge(AttnmtError):
+    """The finished response exceeds max_message_bytes (it would fail in transport)."""

@@ -19,7 +19,7 @@ from .cache import TranslationCache
 from .config import Settings
 from .decoding import Search, SearchOptions
 from .errors import (AttnmtError, DeadlineExceeded, DecodeFailed, InvalidInput, ModelLoadError, ModelNotFound,
-                     Overloaded, Unavailable)
+                     Overloaded, ResponseTooLarge, Unavailable)
 from .metrics import Metrics
 from .scheduler import Job, Scheduler
 from .stubs import translator_pb2 as pb
@@ -35,6 +35,7 @@ STATUS_OF: dict[type[Exception], grpc.StatusCode] = {
     Unavailable: grpc.StatusCode.UNAVAILABLE,
     DeadlineExceeded: grpc.StatusCode.DEADLINE_EXCEEDED,
     DecodeFailed: grpc.StatusCode.INTERNAL,
+    ResponseTooLarge: grpc.StatusCode.RESOURCE_EXHAUSTED,
     ModelLoadError: grpc.StatusCode.INTERNAL,
 }
 
@@ -139,6 +140,18 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
                 served.cache.put(cache_key(search), search)
         return done
 
+    def _check_response_size(self, searches: list[Search | None], kind: int) -> None:
+        """Refuse before decoding what could not be sent: soft α is n_best x target x source
+        floats per sentence (words: fewer, but the same order), bounded by each search's
+        length limit."""
+        if kind not in (convert.SOFT, convert.WORDS):
+            return
+        floats = sum(s.options.n_best * s.max_length * s.src_len for s in searches if s is not None)
+        if 4 * floats > self.settings.max_message_bytes:
+            raise InvalidInput(f"the alignment asked for could reach {4 * floats} bytes, over max_message_bytes "
+                               f"({self.settings.max_message_bytes}); ask for fewer sentences, a smaller n_best, "
+                               "a shorter max_length_ratio or a coarser alignment (ALIGNMENT_HARD)")
+
     def _rejected_input(self, error: AttnmtError) -> None:
         if isinstance(error, InvalidInput):
             self.metrics.rejected.labels("invalid_input").inc()
@@ -159,13 +172,19 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
             kind = convert.alignment_kind(request.options.alignment)
             threshold = convert.alignment_threshold(request.options)
             searches = [self._search(served, text, options, f"sentences[{i}]") for i, text in enumerate(request.sentences)]
+            self._check_response_size(searches, kind)
             searches = await self._run(served, searches, self._deadline(context))
             translator = served.translator
             translations = [translator.result(text, s, request.options.replace_unknown) if s else Translation(text, [])
                             for text, s in zip(request.sentences, searches)]
             m = translator.engine.manifest
-            return pb.TranslateResponse(translations=[convert.translation_pb(t, kind, threshold) for t in translations],
-                                        model=m.name, model_version=m.version)
+            response = pb.TranslateResponse(translations=[convert.translation_pb(t, kind, threshold)
+                                                          for t in translations], model=m.name, model_version=m.version)
+            if response.ByteSize() > self.settings.max_message_bytes:
+                raise ResponseTooLarge(f"the response is {response.ByteSize()} bytes, over max_message_bytes "
+                                       f"({self.settings.max_message_bytes}); ask for fewer sentences, a smaller "
+                                       "n_best or a coarser alignment")
+            return response
         except AttnmtError as e:
             self._rejected_input(e)
             await abort(context, e)

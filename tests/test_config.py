@@ -32,6 +32,7 @@ def test_file_then_environment_then_flags(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("content, field", [
     ("max_batch_rows = 0\n", "max_batch_rows"),
+    ("max_batch_rows = 8\nmax_beam_size = 16\n", "max_batch_rows .8. must be at least max_beam_size"),
     ("batching = 'sometimes'\n", "batching"),
     ("max_queue_size = 3\n", "max_queue_size"),          # a typo is an error, not ignored
     ("tls_cert = '/x.pem'\n", "tls_cert and tls_key"),

@@ -233,3 +233,11 @@ def test_beam_finds_the_better_hypothesis_greedy_misses(tiny_model, engine, tmp_
     assert beam.best()[1].tokens == [a, eos]           # the n-best list keeps the runner-up
     # The alignment of the chosen hypothesis comes from its own rows (uniform here: 1/3 each).
     assert np.allclose(beam.best()[0].alignment, 1 / 3)
+
+
+def test_the_server_cap_on_target_length_wins_over_the_ratio(translator):
+    options = SearchOptions(max_length_ratio=10, max_length_extra=1000, max_target_tokens=7)
+    search = translator.search(LONG, options)
+    assert search.max_length == 7
+    decode_all(translator.engine, [search])
+    assert len(search.best()[0].tokens) <= 7

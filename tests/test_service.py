@@ -259,7 +259,8 @@ def slow_align(s, **kw):
 
 
 def test_overload_is_refused_fast_with_a_retry_hint(tiny_model):
-    env = {"ATTNMT_MAX_QUEUE": "2", "ATTNMT_MAX_BATCH_ROWS": "1", "ATTNMT_RETRY_AFTER_SECONDS": "0.25",
+    env = {"ATTNMT_MAX_QUEUE": "2", "ATTNMT_MAX_BATCH_ROWS": "1", "ATTNMT_MAX_BEAM_SIZE": "1",
+           "ATTNMT_DEFAULT_BEAM_SIZE": "1", "ATTNMT_RETRY_AFTER_SECONDS": "0.25",
            "ATTNMT_MAX_TOKENS_PER_SENTENCE": "1024"}
     with RunningServer([tiny_model], env) as server, grpc.insecure_channel(server.address) as channel:
         s = pb_grpc.TranslatorStub(channel)
@@ -286,7 +287,8 @@ def test_overload_is_refused_fast_with_a_retry_hint(tiny_model):
 
 
 def test_expired_and_cancelled_sentences_are_not_computed(tiny_model):
-    env = {"ATTNMT_MAX_BATCH_ROWS": "1", "ATTNMT_MAX_TOKENS_PER_SENTENCE": "1024", "ATTNMT_DEFAULT_BEAM_SIZE": "1"}
+    env = {"ATTNMT_MAX_BATCH_ROWS": "1", "ATTNMT_MAX_BEAM_SIZE": "1", "ATTNMT_DEFAULT_BEAM_SIZE": "1",
+           "ATTNMT_MAX_TOKENS_PER_SENTENCE": "1024"}
     with RunningServer([tiny_model], env) as server, grpc.insecure_channel(server.address) as channel:
         s = pb_grpc.TranslatorStub(channel)
         base = server.metric("attnmt_sentences_total", model="tiny")
@@ -331,7 +333,8 @@ def test_failing_step_fails_only_its_requests(tiny_model, tmp_path):
 
 
 def test_sigterm_drains_without_losing_in_flight_requests(tiny_model):
-    env = {"ATTNMT_MAX_BATCH_ROWS": "1", "ATTNMT_MAX_TOKENS_PER_SENTENCE": "1024", "ATTNMT_GRACE_PERIOD_SECONDS": "30"}
+    env = {"ATTNMT_MAX_BATCH_ROWS": "1", "ATTNMT_MAX_BEAM_SIZE": "1", "ATTNMT_DEFAULT_BEAM_SIZE": "1",
+           "ATTNMT_MAX_TOKENS_PER_SENTENCE": "1024", "ATTNMT_GRACE_PERIOD_SECONDS": "30"}
     server = RunningServer([tiny_model], env)
     try:
         with grpc.insecure_channel(server.address) as channel:
@@ -442,3 +445,19 @@ def test_cli_through_a_server_on_a_terminal_draws_the_heatmap(server, tmp_path):
     text = output.decode()
     assert "↓ peru" in text and "the" in text
     assert plot.stat().st_size > 1000
+
+
+def test_a_response_that_could_not_be_sent_is_refused_before_decoding(tiny_model):
+    env = {"ATTNMT_MAX_MESSAGE_BYTES": "20000", "ATTNMT_DEFAULT_BEAM_SIZE": "1"}
+    with RunningServer([tiny_model], env) as server, grpc.insecure_channel(server.address) as channel:
+        s = pb_grpc.TranslatorStub(channel)
+        soft = pb.DecodingOptions(beam_size=16, n_best=16, alignment=pb.ALIGNMENT_SOFT)
+        error = code_of(lambda: s.Translate(pb.TranslateRequest(sentences=[SHORT] * 8, options=soft)))
+        assert error.code() == grpc.StatusCode.INVALID_ARGUMENT and "max_message_bytes (20000)" in error.details()
+        assert server.metric("attnmt_sentences_total", model="tiny") == 1          # only the warm-up decoded
+        # links only: no up-front bound, but the finished response is still measured before it is sent
+        hard = pb.DecodingOptions(beam_size=16, n_best=16, alignment=pb.ALIGNMENT_HARD)
+        error = code_of(lambda: s.Translate(pb.TranslateRequest(sentences=[SHORT] * 8, options=hard)))
+        assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "over max_message_bytes" in error.details()
+        small = pb.DecodingOptions(beam_size=2, n_best=2, alignment=pb.ALIGNMENT_HARD)
+        assert len(s.Translate(pb.TranslateRequest(sentences=[SHORT] * 2, options=small)).translations) == 2
