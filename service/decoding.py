@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -96,7 +97,7 @@ class Search:
             return FORCED
         return GREEDY if self.options.beam_size == 1 else BEAM
 
-    @property
+    @cached_property
     def max_length(self) -> int:
         if self.forced is not None:
             return len(self.forced)
@@ -313,37 +314,36 @@ class DecodeBatch:
         choice = select_beams(matrix, rows.score, out.topk_ids, out.topk_log_probs, sizes, open_places, last, eos)
 
         finished: list[Search] = []
-        dst, src, cols = [], [], []
+        for i, c in zip(*np.nonzero(choice.ends)):          # hypotheses that end here (few)
+            search, p = beams[i], choice.parent[i, c]
+            n = search.steps                                 # tokens including this step's
+            tokens = np.append(rows.tokens[p, :n - 1], choice.token[i, c])
+            log_probs = np.append(rows.log_probs[p, :n - 1], choice.log_prob[i, c])
+            search.finish(tokens, log_probs, rows.alpha[p, :n, :search.src_len].copy())
+        going = choice.keep & ~choice.ends                   # B x K: candidates that continue
+        b, c = np.nonzero(going)                             # by sentence, best first
+        counts = going.sum(axis=1).tolist()
+        dst: list[int] = []
         freed: list[int] = []
         for i, search in enumerate(beams):
-            n = search.steps                       # tokens including this step's
-            for c in np.flatnonzero(choice.ends[i]):
-                p = choice.parent[i, c]
-                tokens = np.append(rows.tokens[p, :n - 1], choice.token[i, c])
-                log_probs = np.append(rows.log_probs[p, :n - 1], choice.log_prob[i, c])
-                search.finish(tokens, log_probs, rows.alpha[p, :n, :search.src_len].copy())
-            going = np.flatnonzero(choice.keep[i] & ~choice.ends[i])
-            old = search.rows
-            if len(going) > len(old):
-                rows.reserve(rows.n + len(going) - len(old), rows.max_steps, rows.length)
-                new = [int(r) for r in rows.add(len(going) - len(old))]
+            width, old = counts[i], search.rows
+            if width > len(old):                             # the beam opens: new rows
+                rows.reserve(rows.n + width - len(old), rows.max_steps, rows.length)
+                new = rows.add(width - len(old)).tolist()
                 for r in new:
                     self._set_owner(r, search)
                 old = old + new
-            search.rows = old[:len(going)]
-            freed += old[len(going):]
+            search.rows = old[:width]
+            freed += old[width:]
             dst += search.rows
-            src += [int(choice.parent[i, c]) for c in going]
-            cols += [(i, int(c)) for c in going]
-            if not len(going):
+            if not width:
                 search.done = True
                 search.finished.sort(key=lambda h: -h.score)
                 finished.append(search)
         if dst:
-            d, s = np.array(dst), np.array(src)
-            b, c = np.array(cols).T
+            d, s = np.array(dst), choice.parent[b, c]
             steps = int(t[s].max()) + 1
-            rows.copy(d, s, steps)                 # children take their parent's state and history
+            rows.copy(d, s, steps, out.alpha.shape[1])   # children take their parent's state and history
             at = t[s]
             rows.tokens[d, at] = choice.token[b, c]
             rows.log_probs[d, at] = choice.log_prob[b, c]

@@ -134,14 +134,14 @@ class Rows:
         self.n += count
         return rows
 
-    def copy(self, dst: np.ndarray, src: np.ndarray, steps: int) -> None:
+    def copy(self, dst: np.ndarray, src: np.ndarray, steps: int, length: int) -> None:
         """Rows `dst` become copies of rows `src` (a beam's children of their parents),
-        with the first `steps` entries of history."""
+        with the first `steps` entries of history over the first `length` source positions."""
         for array in (self.prev, self.slot, self.score, self.steps, *self.state.values()):
             array[dst] = array[src]
         self.tokens[dst, :steps] = self.tokens[src, :steps]
         self.log_probs[dst, :steps] = self.log_probs[src, :steps]
-        self.alpha[dst, :steps] = self.alpha[src, :steps]
+        self.alpha[dst, :steps, :length] = self.alpha[src, :steps, :length]
 
     def free(self, rows: list[int]) -> dict[int, int]:
         """Release rows; returns {old row: new row} for the rows that moved."""
