@@ -196,8 +196,8 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
             threshold = convert.alignment_threshold(request, "alignment_threshold")
             if not normalise(request.source) or not normalise(request.target):
                 raise InvalidInput("source and target must both be non-empty")
+            self._check_text(request.target, "target")         # before tokenising it
             search = self._search(served, request.source, SearchOptions(), "source", target=request.target)
-            self._check_text(request.target, "target")
             (search,) = await self._run(served, [search], self._deadline(context))
             translation = served.translator.result(request.source, search)
             hyp = translation.best
