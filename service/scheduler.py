@@ -81,7 +81,13 @@ class Scheduler:
 
     def _hand_back(self, results: list[Result]) -> None:
         """Worker thread: one wake-up of the event loop per step, whatever finished."""
-        self._loop.call_soon_threadsafe(self._settle, results)
+        self._call_on_loop(self._settle, results)
+
+    def _call_on_loop(self, function, *args) -> None:
+        try:
+            self._loop.call_soon_threadsafe(function, *args)
+        except RuntimeError:          # the loop has closed: nobody is left to answer
+            log.warning("event loop closed; %s dropped", function.__name__)
 
     def _settle(self, results: list[Result]) -> None:
         for job, error in results:
@@ -101,6 +107,6 @@ class Scheduler:
         """Worker thread: fail everything it held; the server stops reporting SERVING."""
         self.dead = error
         failure = DecodeFailed(f"the decode worker of model {self.model} stopped: {type(error).__name__}: {error}")
-        self._loop.call_soon_threadsafe(self._settle, [(job, failure) for job in self.worker.take_all()])
+        self._call_on_loop(self._settle, [(job, failure) for job in self.worker.take_all()])
         if self._on_death is not None:
-            self._loop.call_soon_threadsafe(self._on_death, error)
+            self._call_on_loop(self._on_death, error)

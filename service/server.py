@@ -23,9 +23,8 @@ from .errors import AttnmtError
 from .interceptor import MetricsInterceptor
 from .metrics import Metrics
 from .scheduler import Scheduler, SchedulerLimits
-from .servicer import ServedModel, TranslatorServicer
+from .servicer import ServedModel, TranslatorServicer, add_to_server
 from .stubs import translator_pb2 as pb
-from .stubs import translator_pb2_grpc as pb_grpc
 from .translator import Translator
 
 log = logging.getLogger("attnmt")
@@ -92,7 +91,7 @@ class Server:
             options += [("grpc.max_connection_age_ms", int(s.max_connection_age_seconds * 1000)),
                         ("grpc.max_connection_age_grace_ms", int(s.grace_period_seconds * 1000))]
         self.grpc = grpc.aio.server(interceptors=[MetricsInterceptor(self.metrics)], options=options)
-        pb_grpc.add_TranslatorServicer_to_server(self.servicer, self.grpc)
+        add_to_server(self.servicer, self.grpc)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
         for name in ("", SERVICE_NAME):
             await self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)

@@ -60,6 +60,44 @@ async def abort(context: grpc.aio.ServicerContext, error: Exception) -> None:
     await context.abort(code, str(error))
 
 
+class MalformedRequest:
+    """What arrives instead of a request whose bytes do not parse (corrupt wire format,
+    or invalid UTF-8 in a string field, which proto3 forbids)."""
+
+    def __init__(self, message: str):
+        self.message = message
+
+
+def tolerant(message_class):
+    """A request deserializer that never raises: gRPC would end the call UNKNOWN with a
+    Python exception class in the message; the servicer answers INVALID_ARGUMENT instead."""
+    def parse(data: bytes):
+        try:
+            return message_class.FromString(data)
+        except Exception as e:  # noqa: BLE001 - DecodeError and its relatives
+            return MalformedRequest(f"the request is not a valid {message_class.DESCRIPTOR.full_name} ({e})")
+    return parse
+
+
+def parsed(request):
+    if isinstance(request, MalformedRequest):
+        raise InvalidInput(request.message)
+    return request
+
+
+def add_to_server(servicer: "TranslatorServicer", server) -> None:
+    """The generated `add_TranslatorServicer_to_server`, with tolerant deserializers."""
+    service = pb.DESCRIPTOR.services_by_name["Translator"]
+    handlers = {}
+    for method in service.methods:
+        request_class, response_class = getattr(pb, method.input_type.name), getattr(pb, method.output_type.name)
+        make = grpc.stream_stream_rpc_method_handler if method.client_streaming else grpc.unary_unary_rpc_method_handler
+        handlers[method.name] = make(getattr(servicer, method.name), request_deserializer=tolerant(request_class),
+                                     response_serializer=response_class.SerializeToString)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
+    server.add_registered_method_handlers(service.full_name, handlers)
+
+
 @dataclass
 class ServedModel:
     translator: Translator
@@ -160,6 +198,7 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
 
     async def Translate(self, request: pb.TranslateRequest, context) -> pb.TranslateResponse:
         try:
+            request = parsed(request)
             served = self._model(request.model)
             n = len(request.sentences)
             if n == 0:
@@ -191,6 +230,7 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
 
     async def Align(self, request: pb.AlignRequest, context) -> pb.AlignResponse:
         try:
+            request = parsed(request)
             served = self._model(request.model)
             kind = convert.alignment_kind(request.alignment, default=convert.WORDS)
             threshold = convert.alignment_threshold(request, "alignment_threshold")
@@ -231,6 +271,10 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
             except AttnmtError as e:
                 self._rejected_input(e)
                 response = pb.StreamResponse(id=request.id, error=pb.Error(code=status_of(e).value[0], message=str(e)))
+            except Exception as e:  # noqa: BLE001 - every id gets exactly one answer, even on a bug
+                log.exception("stream item %r failed", request.id)
+                response = pb.StreamResponse(id=request.id, error=pb.Error(
+                    code=grpc.StatusCode.INTERNAL.value[0], message=f"internal error: {type(e).__name__}: {e}"))
             finally:
                 limit.release()
             await out.put(response)
@@ -238,6 +282,7 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
         async def read() -> None:
             try:
                 async for request in request_iterator:
+                    request = parsed(request)       # a malformed item ends the stream INVALID_ARGUMENT
                     if not defaults:
                         defaults.update(model=request.model, options=request.options)
                     await limit.acquire()
@@ -254,16 +299,23 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
             while (item := await out.get()) is not end:
                 yield item
             await reader      # re-raise a failure of the request stream
+        except AttnmtError as e:
+            self._rejected_input(e)
+            await abort(context, e)
         finally:
             reader.cancel()
             for task in list(pending):
                 task.cancel()
 
     async def ListModels(self, request, context) -> pb.ListModelsResponse:
+        if isinstance(request, MalformedRequest):
+            await abort(context, InvalidInput(request.message))
         return pb.ListModelsResponse(models=[convert.model_info_pb(m.translator, self.settings, name == self.default)
                                              for name, m in self.models.items()])
 
     async def GetModel(self, request: pb.GetModelRequest, context) -> pb.ModelInfo:
+        if isinstance(request, MalformedRequest):
+            await abort(context, InvalidInput(request.message))
         served = self.models.get(request.name or self.default)
         if served is None:
             await abort(context, ModelNotFound(f"model {request.name!r} is not served here; "

@@ -54,22 +54,24 @@ def test_concurrent_requests_get_what_they_get_offline(translator):
 
 
 def test_steps_keep_running_while_the_event_loop_is_blocked(translator):
-    """No per-step hop through asyncio: block the loop for 200 ms while a batch
-    decodes; the worker keeps stepping and finishes on its own."""
+    """No per-step hop through asyncio: block the event loop until the worker has run
+    five more steps (a worker that needed the loop would make no progress and the
+    wait would time out)."""
     async def main():
         scheduler = await started(translator)
         search = translator.search(LONG, SearchOptions(beam_size=4))
         (job,) = scheduler.submit([search], None)
         while scheduler.worker.steps == 0:
             await asyncio.sleep(0.001)
-        before = scheduler.worker.steps
-        time.sleep(0.2)                           # the event loop is blocked
-        during = scheduler.worker.steps - before
+        before, give_up = scheduler.worker.steps, time.monotonic() + 30
+        while scheduler.worker.steps < before + 5 and time.monotonic() < give_up:
+            time.sleep(0.01)                      # the event loop is blocked
+        progressed = scheduler.worker.steps - before
         await job.future
         await scheduler.close()
-        return during, search
-    during, search = run(main())
-    assert search.done and during >= 5
+        return progressed, search
+    progressed, search = run(main())
+    assert search.done and progressed >= 5
 
 
 def test_cancelled_sentence_leaves_between_steps_and_others_finish(translator):

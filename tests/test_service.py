@@ -461,3 +461,30 @@ def test_a_response_that_could_not_be_sent_is_refused_before_decoding(tiny_model
         assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "over max_message_bytes" in error.details()
         small = pb.DecodingOptions(beam_size=2, n_best=2, alignment=pb.ALIGNMENT_HARD)
         assert len(s.Translate(pb.TranslateRequest(sentences=[SHORT] * 2, options=small)).translations) == 2
+
+
+@pytest.mark.parametrize("method, payload", [
+    ("Translate", b"\x0a\x02\xff\xfe"),          # sentences[0] is not UTF-8
+    ("Translate", b"\xff\xff\xff"),              # not a protobuf at all
+    ("Align", b"\x0a\x01"),                      # truncated
+    ("GetModel", b"\x0a\x02\xc3\x28"),
+])
+def test_bytes_that_do_not_parse_get_invalid_argument(server, method, payload):
+    """Issue 7 #11: they used to end UNKNOWN with a Python exception class in the message."""
+    with grpc.insecure_channel(server.address) as channel:
+        call = channel.unary_unary(f"/attnmt.v1.Translator/{method}")
+        with pytest.raises(grpc.RpcError) as error:
+            call(payload, timeout=10)
+        assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "is not a valid attnmt.v1." in error.value.details()
+        # and the server keeps serving
+        assert pb_grpc.TranslatorStub(channel).Translate(pb.TranslateRequest(sentences=[SHORT])).translations
+
+
+def test_a_malformed_stream_item_ends_the_stream_invalid_argument(server):
+    with grpc.insecure_channel(server.address) as channel:
+        call = channel.stream_stream("/attnmt.v1.Translator/TranslateStream")
+        good = pb.StreamRequest(id="a", sentence=SHORT).SerializeToString()
+        with pytest.raises(grpc.RpcError) as error:
+            list(call(iter([good, b"\x12\x02\xff\xfe"]), timeout=10))
+        assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
