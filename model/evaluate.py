@@ -57,7 +57,7 @@ def evaluate(model_dir: Path, data_dir: Path, split: str = "test", beam: int = 5
     src_path, tgt_path = corpus_files(data_dir, split, m.source_language, m.target_language)
     pairs = list(read_parallel(src_path, tgt_path))
     sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
-    out = out or model_dir / "eval"
+    out = out or model_dir / "eval" / Path(data_dir).name
     out.mkdir(parents=True, exist_ok=True)
 
     report: dict = {"data": str(data_dir), "split": split, "sentences": len(pairs), "date": dt.date.today().isoformat(),
