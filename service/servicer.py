@@ -250,8 +250,10 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
             await abort(context, e)
 
     async def TranslateStream(self, request_iterator, context):
+        # A permit is held from reading a request until its response is queued, and the
+        # queue is bounded: a client that writes fast and reads slowly stops being read.
         limit = asyncio.Semaphore(self.settings.max_stream_in_flight)
-        out: asyncio.Queue = asyncio.Queue()
+        out: asyncio.Queue = asyncio.Queue(maxsize=self.settings.max_stream_in_flight)
         pending: set[asyncio.Task] = set()
         end = object()
         defaults: dict = {}
@@ -275,9 +277,10 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
                 log.exception("stream item %r failed", request.id)
                 response = pb.StreamResponse(id=request.id, error=pb.Error(
                     code=grpc.StatusCode.INTERNAL.value[0], message=f"internal error: {type(e).__name__}: {e}"))
+            try:
+                await out.put(response)     # blocks while the client reads slowly: backpressure
             finally:
                 limit.release()
-            await out.put(response)
 
         async def read() -> None:
             try:
