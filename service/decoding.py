@@ -110,6 +110,11 @@ class Search:
         score = total / (n ** self.options.length_penalty) if self.options.length_penalty else total
         self.finished.append(Hypothesis(tokens.tolist(), log_probs.tolist(), alignment, total, score))
 
+    def restart(self) -> None:
+        """Forget all progress, to decode again from the first step."""
+        self.finished, self.steps, self.done = [], 0, False
+        self.slot, self.rows, self.encoded = -1, [], None
+
     def best(self) -> list[Hypothesis]:
         """The n-best hypotheses, best first."""
         return self.finished[:self.options.n_best]

@@ -130,7 +130,7 @@ class DecodeWorker:
                 except Exception as e:  # noqa: BLE001 - a failing step fails its sentences, not the worker
                     log.exception("decoder step failed")
                     self.metrics.step_failures.inc()
-                    self._fail_batch(DecodeFailed(f"decoder step failed: {type(e).__name__}: {e}"))
+                    self._isolate(DecodeFailed(f"decoder step failed: {type(e).__name__}: {e}"))
         except BaseException as e:  # the worker itself broke: nothing will decode any more
             log.critical("decode worker died", exc_info=True)
             self._on_death(e)
@@ -230,10 +230,28 @@ class DecodeWorker:
         if results:
             self._deliver(results)
 
-    def _fail_batch(self, error: Exception) -> None:
-        results = [(job, error) for job in list(self._jobs.values()) + self._held]
+    def _isolate(self, error: Exception) -> None:
+        """After a failed step, decode each of the batch's sentences again, alone and from
+        the start: a poisoned sentence fails by itself and its batch-mates (other
+        requests' sentences) still get their answers. Rare, so simple beats fast: this is
+        a bisection down to single sentences, run before anything else joins."""
+        jobs = list(self._jobs.values()) + self._held
         self._jobs.clear()
         self._held = []
         self.batch = DecodeBatch(self._engine)
         self.metrics.inflight.set(0)
-        self._deliver(results)
+        for job in jobs:
+            if job.cancelled or job.expired(time.monotonic()):
+                self._deliver(self._dead(job, time.monotonic()))
+                continue
+            job.search.restart()
+            alone = DecodeBatch(self._engine)
+            try:
+                alone.add([job.search])
+                while len(alone):
+                    alone.step()
+            except Exception:  # noqa: BLE001 - this sentence fails the step by itself
+                log.exception("sentence %d fails the decoder step alone", job.search.id)
+                self._deliver([(job, error)])
+            else:
+                self._deliver([(job, None)])

@@ -190,26 +190,32 @@ def test_a_worker_that_dies_fails_its_calls_and_refuses_new_ones(translator, mon
     assert len(deaths) == 1 and isinstance(deaths[0], RuntimeError)
 
 
-def test_a_failing_step_fails_its_batch_and_the_worker_goes_on(translator, monkeypatch):
+def test_a_poisoned_sentence_fails_alone_and_its_batch_mates_succeed(translator, monkeypatch):
+    """Issue 7 #5: a step that fails whenever one sentence is in the batch fails that
+    sentence only; the others (from other requests, in the same steps) are answered."""
     from attnmt.service.decoding import DecodeBatch
     from attnmt.service.errors import DecodeFailed
     original = DecodeBatch.step
-    state = {"fail": True}
+    poison = translator.search("gato roja havas arbo .", SearchOptions())
 
     def step(self):
-        if state["fail"]:
-            state["fail"] = False
+        if any(s is poison for s in self.searches):
             raise RuntimeError("step exploded")
         return original(self)
     monkeypatch.setattr(DecodeBatch, "step", step)
+    texts = [s for s, _ in synthetic_corpus(6, seed=11)]
+    want = [t.best.text for t in translator.translate(texts)]
 
     async def main():
-        scheduler = await started(translator)
-        first = scheduler.submit([translator.search(SHORT, SearchOptions())], None)
-        with pytest.raises(DecodeFailed, match="step exploded"):
-            await first[0].future
-        second = scheduler.submit([translator.search(SHORT, SearchOptions())], None)
-        search = await second[0].future
+        scheduler = await started(translator, max_queue_delay=0.05)   # all arrive in the same first step
+        others = [translator.search(t, SearchOptions()) for t in texts]
+        jobs = [scheduler.submit([s], None)[0] for s in others[:3]] + scheduler.submit([poison], None) + \
+            [scheduler.submit([s], None)[0] for s in others[3:]]
+        outcomes = await asyncio.gather(*(j.future for j in jobs), return_exceptions=True)
+        after = scheduler.submit([translator.search(texts[0], SearchOptions())], None)
+        await after[0].future
         await scheduler.close()
-        return search
-    assert run(main()).done
+        return others, outcomes
+    others, outcomes = run(main())
+    assert isinstance(outcomes[3], DecodeFailed) and "step exploded" in str(outcomes[3])
+    assert texts_of(translator, others, texts) == want
