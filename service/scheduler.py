@@ -17,6 +17,7 @@ from .decoding import Search
 from .errors import DecodeFailed, Overloaded, Unavailable
 from .metrics import Metrics
 from .translator import Translator
+from .admission import INTERACTIVE
 from .worker import DecodeWorker, Job, Result, SchedulerLimits
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,8 @@ class Scheduler:
             left = self.worker.stop(0)
         self._settle([(job, Unavailable("server is shutting down")) for job in left])
 
-    def submit(self, searches: list[Search], deadline: float | None) -> list[Job]:
+    def submit(self, searches: list[Search], deadline: float | None, client: str = "",
+               priority: int = INTERACTIVE) -> list[Job]:
         """Admit sentences or refuse them all at once; await each job's future."""
         if self.dead is not None:
             raise DecodeFailed(f"the decode worker of model {self.model} has stopped: {self.dead}")
@@ -62,7 +64,7 @@ class Scheduler:
             raise Overloaded(f"queue full: {waiting} sentences waiting, max_queue is {self.limits.max_queue}; "
                              f"retry after {self.limits.retry_after:g}s", self.limits.retry_after)
         loop = asyncio.get_running_loop()
-        jobs = [Job(s, loop.create_future(), deadline) for s in searches]
+        jobs = [Job(s, loop.create_future(), deadline, client, priority) for s in searches]
         self.worker.put(jobs)
         return jobs
 

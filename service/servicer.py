@@ -15,6 +15,7 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from . import convert
+from .admission import BULK, INTERACTIVE
 from .cache import TranslationCache
 from .config import Settings
 from .decoding import Search, SearchOptions
@@ -105,6 +106,18 @@ class ServedModel:
     cache: TranslationCache | None = None
 
 
+def client_of(context: grpc.aio.ServicerContext) -> str:
+    """Who is asking, for fair admission: the mTLS identity when there is one (it cannot
+    be chosen by the caller), else the `x-client-id` metadata value, else the peer address."""
+    names = (context.auth_context() or {}).get("x509_common_name")
+    if names:
+        return "tls:" + names[0].decode(errors="replace")
+    for key, value in context.invocation_metadata() or ():
+        if key == "x-client-id" and value:
+            return "id:" + str(value)[:128]
+    return "peer:" + context.peer().rsplit(":", 1)[0]
+
+
 def cache_key(search: Search) -> tuple:
     """Everything that changes a finished search: source ids, hidden placeholders, options, forced target."""
     return (tuple(search.source), search.protected, search.options,
@@ -152,7 +165,8 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
         remaining = context.time_remaining()
         return None if remaining is None else time.monotonic() + remaining
 
-    async def _run(self, served: ServedModel, searches: list[Search | None], deadline: float | None) -> list:
+    async def _run(self, served: ServedModel, searches: list[Search | None], context,
+                   priority: int = INTERACTIVE) -> list:
         """Finish every search (None entries stay None): from the cache when it holds an
         identical one, else through the scheduler. On cancellation, withdraw the sentences."""
         done: list = list(searches)
@@ -167,7 +181,7 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
                 todo.append(search)
         if not todo:
             return done
-        jobs: list[Job] = served.scheduler.submit(todo, deadline)
+        jobs: list[Job] = served.scheduler.submit(todo, self._deadline(context), client_of(context), priority)
         try:
             await asyncio.gather(*(j.future for j in jobs))
         except BaseException:             # CancelledError included: the client went away or the deadline passed
@@ -212,7 +226,7 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
             threshold = convert.alignment_threshold(request.options)
             searches = [self._search(served, text, options, f"sentences[{i}]") for i, text in enumerate(request.sentences)]
             self._check_response_size(searches, kind)
-            searches = await self._run(served, searches, self._deadline(context))
+            searches = await self._run(served, searches, context)
             translator = served.translator
             translations = [translator.result(text, s, request.options.replace_unknown) if s else Translation(text, [])
                             for text, s in zip(request.sentences, searches)]
@@ -238,7 +252,7 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
                 raise InvalidInput("source and target must both be non-empty")
             self._check_text(request.target, "target")         # before tokenising it
             search = self._search(served, request.source, SearchOptions(), "source", target=request.target)
-            (search,) = await self._run(served, [search], self._deadline(context))
+            (search,) = await self._run(served, [search], context)
             translation = served.translator.result(request.source, search)
             hyp = translation.best
             return pb.AlignResponse(source_tokens=translation.source_tokens,
@@ -266,7 +280,7 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
                 kind = convert.alignment_kind(opts.alignment)
                 threshold = convert.alignment_threshold(opts)
                 search = self._search(served, request.sentence, options, f"sentence (id {request.id!r})")
-                (search,) = await self._run(served, [search], self._deadline(context))
+                (search,) = await self._run(served, [search], context, BULK)
                 translation = served.translator.result(request.sentence, search, opts.replace_unknown) \
                     if search else Translation(request.sentence, [])
                 response = pb.StreamResponse(id=request.id, translation=convert.translation_pb(translation, kind, threshold))

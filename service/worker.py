@@ -18,13 +18,13 @@ GIL while a step runs, so the loop's Python (gRPC, protobuf) overlaps it.
 
 from __future__ import annotations
 
-import collections
 import logging
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from .admission import INTERACTIVE, FairQueue
 from .decoding import DecodeBatch, Search
 from .engine import Engine
 from .errors import DeadlineExceeded, DecodeFailed
@@ -51,6 +51,8 @@ class Job:
     search: Search
     future: object                    # asyncio.Future
     deadline: float | None            # time.monotonic() value
+    client: str = ""                  # who asked (admission is fair between clients)
+    priority: int = INTERACTIVE       # INTERACTIVE (unary calls) or BULK (streams)
     enqueued: float = field(default_factory=time.monotonic)
     cancelled: bool = False
 
@@ -72,7 +74,7 @@ class DecodeWorker:
         self._deliver = deliver            # called on the worker thread; must hand over thread-safely
         self._on_death = on_death
         self._cond = threading.Condition()
-        self._waiting: collections.deque[Job] = collections.deque()
+        self._waiting = FairQueue()
         self._jobs: dict[int, Job] = {}    # search id -> job, for sentences in the batch
         self._held: list[Job] = []         # request-level mode: done, answered when the batch ends
         self._stopping = False
@@ -90,7 +92,8 @@ class DecodeWorker:
 
     def put(self, jobs: list[Job]) -> None:
         with self._cond:
-            self._waiting.extend(jobs)
+            for job in jobs:
+                self._waiting.append(job)
             self.metrics.queue_depth.set(len(self._waiting))
             self._cond.notify()
 
@@ -159,14 +162,8 @@ class DecodeWorker:
         """Remove cancelled and expired sentences from the queue and the batch."""
         now = time.monotonic()
         results: list[Result] = []
-        if any(j.cancelled or j.expired(now) for j in self._waiting):
-            alive = collections.deque()
-            for job in self._waiting:
-                if job.cancelled or job.expired(now):
-                    results += self._dead(job, now)
-                else:
-                    alive.append(job)
-            self._waiting = alive
+        for job in self._waiting.remove(lambda j: j.cancelled or j.expired(now)):
+            results += self._dead(job, now)
         for job in [j for j in self._jobs.values() if j.cancelled or j.expired(now)]:
             self.batch.remove(job.search)
             del self._jobs[job.search.id]
@@ -184,22 +181,28 @@ class DecodeWorker:
         return [(job, DeadlineExceeded("deadline exceeded before the translation finished"))]
 
     def _admit(self) -> list[Job]:
-        """Waiting sentences that fit in the next step's row and token budgets, in order."""
+        """Waiting sentences that fit in the next step's row and token budgets, chosen
+        fairly between clients (admission.py)."""
         if not self.limits.continuous and self._jobs:
-            return []                                # request-level: the batch runs to its end first
-        rows, longest = self.batch.n_rows, self.batch.longest
+            return []                    # request-level: the batch runs to its end first
         joining: list[Job] = []
-        while self._waiting:
-            job = self._waiting[0]
-            width = job.search.options.beam_size if job.search.forced is None else 1
-            new_longest = max(longest, job.search.src_len)
-            fits = rows + width <= self.limits.max_batch_rows and \
-                (rows + width) * new_longest <= self.limits.max_batch_tokens
-            if not fits and (rows or joining):
-                break
-            self._waiting.popleft()
+        budget = {"rows": self.batch.n_rows, "longest": self.batch.longest}
+
+        def width(job: Job) -> int:
+            return job.search.options.beam_size if job.search.forced is None else 1
+
+        def fits(job: Job) -> bool:
+            if not budget["rows"]:
+                return True              # an empty step takes anything (limits are checked at the door)
+            rows, longest = budget["rows"] + width(job), max(budget["longest"], job.search.src_len)
+            return rows <= self.limits.max_batch_rows and rows * longest <= self.limits.max_batch_tokens
+
+        def admit(job: Job) -> None:
             joining.append(job)
-            rows, longest = rows + width, new_longest
+            budget["rows"] += width(job)
+            budget["longest"] = max(budget["longest"], job.search.src_len)
+
+        self._waiting.take(lambda job: width(job) * job.search.src_len, fits, admit)
         return joining
 
     def _iterate(self, joining: list[Job]) -> None:
