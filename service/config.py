@@ -76,6 +76,12 @@ class Settings(BaseSettings):
     default_beam_size: int = Field(5, ge=1, description="beam size when a request sets 0")
     cache_size: int = Field(0, ge=0, description="finished translations kept per model in an LRU cache and reused "
                                                  "for identical requests (same text and options); 0: no cache")
+    max_deadline_seconds: float = Field(300, ge=0, description="longest a call may wait for its translations, "
+                                        "whatever deadline it set (also for calls without one); 0: no cap")
+    stream_idle_timeout_seconds: float = Field(300, ge=0, description="end a TranslateStream (DEADLINE_EXCEEDED) "
+                                               "that sends nothing this long with nothing in flight; 0: never")
+    max_concurrent_streams: int = Field(100, ge=1, description="concurrent RPCs per client connection "
+                                        "(HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS)")
     max_stream_in_flight: int = Field(64, ge=1, description="sentences one TranslateStream call may have in flight")
 
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="logging level")

@@ -40,3 +40,7 @@ class DecodeFailed(AttnmtError):
 
 class ResponseTooLarge(AttnmtError):
     """The finished response exceeds max_message_bytes (it would fail in transport)."""
+
+
+class StreamIdle(AttnmtError):
+    """A stream sent nothing for stream_idle_timeout_seconds while nothing was in flight."""

@@ -86,7 +86,8 @@ class Server:
         self.servicer = TranslatorServicer(self.models, self.default, s, self.metrics)
         options = [("grpc.so_reuseport", 0),      # a second server must fail to bind, not share the port
                    ("grpc.max_receive_message_length", s.max_message_bytes),
-                   ("grpc.max_send_message_length", s.max_message_bytes)]
+                   ("grpc.max_send_message_length", s.max_message_bytes),
+                   ("grpc.max_concurrent_streams", s.max_concurrent_streams)]
         if s.max_connection_age_seconds:
             options += [("grpc.max_connection_age_ms", int(s.max_connection_age_seconds * 1000)),
                         ("grpc.max_connection_age_grace_ms", int(s.grace_period_seconds * 1000))]

@@ -20,7 +20,7 @@ from .cache import TranslationCache
 from .config import Settings
 from .decoding import Search, SearchOptions
 from .errors import (AttnmtError, DeadlineExceeded, DecodeFailed, InvalidInput, ModelLoadError, ModelNotFound,
-                     Overloaded, ResponseTooLarge, Unavailable)
+                     Overloaded, ResponseTooLarge, StreamIdle, Unavailable)
 from .metrics import Metrics
 from .scheduler import Job, Scheduler
 from .stubs import translator_pb2 as pb
@@ -37,6 +37,7 @@ STATUS_OF: dict[type[Exception], grpc.StatusCode] = {
     DeadlineExceeded: grpc.StatusCode.DEADLINE_EXCEEDED,
     DecodeFailed: grpc.StatusCode.INTERNAL,
     ResponseTooLarge: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    StreamIdle: grpc.StatusCode.DEADLINE_EXCEEDED,
     ModelLoadError: grpc.StatusCode.INTERNAL,
 }
 
@@ -160,9 +161,14 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
         except InvalidInput as e:  # the translator says "source" or "target"; name the request field too
             raise InvalidInput(f"{field}: {e}" if target is None else str(e)) from None
 
-    @staticmethod
-    def _deadline(context: grpc.aio.ServicerContext) -> float | None:
+    def _deadline(self, context: grpc.aio.ServicerContext) -> float | None:
+        """The caller's deadline, capped at max_deadline_seconds (also for calls without one)."""
         remaining = context.time_remaining()
+        cap = self.settings.max_deadline_seconds or None
+        if remaining is None:
+            remaining = cap
+        elif cap is not None:
+            remaining = min(remaining, cap)
         return None if remaining is None else time.monotonic() + remaining
 
     async def _run(self, served: ServedModel, searches: list[Search | None], context,
@@ -267,6 +273,8 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
         # A permit is held from reading a request until its response is queued, and the
         # queue is bounded: a client that writes fast and reads slowly stops being read.
         limit = asyncio.Semaphore(self.settings.max_stream_in_flight)
+        idle = self.settings.stream_idle_timeout_seconds
+        reads: set[asyncio.Future] = set()
         out: asyncio.Queue = asyncio.Queue(maxsize=self.settings.max_stream_in_flight)
         pending: set[asyncio.Task] = set()
         end = object()
@@ -298,7 +306,25 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
 
         async def read() -> None:
             try:
-                async for request in request_iterator:
+                requests = request_iterator.__aiter__()
+                while True:
+                    # Not asyncio.wait_for: a read of gRPC's request stream does not end when
+                    # cancelled, so wait_for would wait for the next message anyway.
+                    next_request = asyncio.ensure_future(requests.__anext__())
+                    reads.add(next_request)
+                    while not next_request.done():
+                        if pending:           # work in flight: the stream is not idle
+                            await asyncio.wait({next_request, *pending}, return_when=asyncio.FIRST_COMPLETED)
+                            continue
+                        done, _ = await asyncio.wait({next_request}, timeout=idle or None)
+                        if not done:
+                            raise StreamIdle(f"no request for {idle:g}s with nothing in flight "
+                                             "(stream_idle_timeout_seconds); open a new stream when there is work")
+                    reads.discard(next_request)
+                    try:
+                        request = next_request.result()
+                    except StopAsyncIteration:
+                        break
                     request = parsed(request)       # a malformed item ends the stream INVALID_ARGUMENT
                     if not defaults:
                         defaults.update(model=request.model, options=request.options)
@@ -321,7 +347,7 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
             await abort(context, e)
         finally:
             reader.cancel()
-            for task in list(pending):
+            for task in list(pending) + list(reads):
                 task.cancel()
 
     async def ListModels(self, request, context) -> pb.ListModelsResponse:

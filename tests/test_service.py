@@ -520,3 +520,31 @@ def test_a_stream_client_that_does_not_read_stops_being_read(tiny_model):
         assert received() < 500
         answered = sum(1 for _ in responses)          # now read everything: all 1000 come back
         assert answered == 1000 and sent.is_set()
+
+
+def test_server_caps_deadlines_and_ends_idle_streams(tiny_model):
+    env = {"ATTNMT_MAX_DEADLINE_SECONDS": "0.001", "ATTNMT_STREAM_IDLE_TIMEOUT_SECONDS": "0.5",
+           "ATTNMT_DEFAULT_BEAM_SIZE": "1", "ATTNMT_WARMUP": "false"}
+    with RunningServer([tiny_model], env) as server, grpc.insecure_channel(server.address) as channel:
+        s = pb_grpc.TranslatorStub(channel)
+        # no deadline from the client: the server's cap applies
+        error = code_of(lambda: s.Translate(pb.TranslateRequest(sentences=[LONG_SENTENCE] * 8)))
+        assert error.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+
+    env["ATTNMT_MAX_DEADLINE_SECONDS"] = "0"
+    with RunningServer([tiny_model], env) as server, grpc.insecure_channel(server.address) as channel:
+        s = pb_grpc.TranslatorStub(channel)
+        import queue as queue_module
+        outbox: queue_module.Queue = queue_module.Queue()
+        outbox.put(pb.StreamRequest(id="1", sentence=SHORT))
+
+        def requests():
+            while (item := outbox.get()) is not None:
+                yield item
+        responses = s.TranslateStream(requests(), timeout=30)
+        assert next(responses).id == "1"                 # then the client goes quiet
+        with pytest.raises(grpc.RpcError) as error:
+            next(responses)
+        outbox.put(None)
+        assert error.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        assert "stream_idle_timeout_seconds" in error.value.details()
