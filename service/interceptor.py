@@ -25,13 +25,30 @@ def _code(context, error: BaseException | None) -> str:
 
 
 class MetricsInterceptor(grpc.aio.ServerInterceptor):
-    def __init__(self, metrics: Metrics):
+    def __init__(self, metrics: Metrics, services: tuple[str, ...] = ()):
         self.m = metrics
+        self.services = services          # label values for the service of an unknown method
+
+    def _unimplemented(self, method: str) -> grpc.RpcMethodHandler:
+        """Answer (and count) a method nobody serves; gRPC alone would answer it uncounted.
+        Method names come from clients, so they are not label values: 'unknown'."""
+        service = method.split("/")[1] if method.count("/") == 2 else ""
+        labels = (service if service in self.services else "unknown", "unknown", "unknown")
+        m = self.m
+
+        async def unimplemented(requests, context):
+            m.started.labels(*labels).inc()
+            m.handled.labels(*labels, grpc.StatusCode.UNIMPLEMENTED.name).inc()
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"method {method[:200]!r} is not served here")
+            yield  # pragma: no cover - abort raises; this makes the function a stream handler
+
+        # A stream handler answers any call type without waiting for a request message.
+        return grpc.stream_stream_rpc_method_handler(unimplemented)
 
     async def intercept_service(self, continuation, details: grpc.HandlerCallDetails):
         handler = await continuation(details)
         if handler is None:
-            return None
+            return self._unimplemented(details.method)
         _, service, method = details.method.split("/", 2) if details.method.count("/") == 2 else ("", "", details.method)
         kind = ("bidi_stream" if handler.request_streaming and handler.response_streaming else
                 "client_stream" if handler.request_streaming else

@@ -29,6 +29,8 @@ from .translator import Translator
 
 log = logging.getLogger("attnmt")
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Translator"].full_name   # attnmt.v1.Translator
+KNOWN_SERVICES = (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+                  reflection.SERVICE_NAME)
 WARMUP_SENTENCE = "No se puede abrir el archivo %s: permiso denegado."
 
 
@@ -91,7 +93,8 @@ class Server:
         if s.max_connection_age_seconds:
             options += [("grpc.max_connection_age_ms", int(s.max_connection_age_seconds * 1000)),
                         ("grpc.max_connection_age_grace_ms", int(s.grace_period_seconds * 1000))]
-        self.grpc = grpc.aio.server(interceptors=[MetricsInterceptor(self.metrics)], options=options)
+        self.grpc = grpc.aio.server(interceptors=[MetricsInterceptor(self.metrics, KNOWN_SERVICES)],
+                                    options=options)
         add_to_server(self.servicer, self.grpc)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
         for name in ("", SERVICE_NAME):

@@ -548,3 +548,13 @@ def test_server_caps_deadlines_and_ends_idle_streams(tiny_model):
         outbox.put(None)
         assert error.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
         assert "stream_idle_timeout_seconds" in error.value.details()
+
+
+def test_unknown_methods_are_answered_and_counted(server):
+    with grpc.insecure_channel(server.address) as channel:
+        for method in ("/attnmt.v1.Translator/Nope", "/some.Other/Thing"):
+            with pytest.raises(grpc.RpcError) as error:
+                channel.unary_unary(method)(b"", timeout=10)
+            assert error.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    assert server.metric("grpc_server_handled_total", grpc_method="unknown", grpc_code="UNIMPLEMENTED") == 2
+    assert server.metric("grpc_server_started_total", grpc_service="attnmt.v1.Translator", grpc_method="unknown") == 1
