@@ -135,9 +135,9 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
 
     # --- helpers ---------------------------------------------------------
 
-    def _model(self, name: str) -> ServedModel:
+    def _model(self, name: str, sentences: int = 1) -> ServedModel:
         if self.draining:
-            self.metrics.rejected.labels("draining").inc()
+            self.metrics.rejected.labels("draining").inc(sentences)
             raise Unavailable("server is shutting down; retry on another replica")
         served = self.models.get(name or self.default)
         if served is None:
@@ -210,16 +210,17 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
                                f"({self.settings.max_message_bytes}); ask for fewer sentences, a smaller n_best, "
                                "a shorter max_length_ratio or a coarser alignment (ALIGNMENT_HARD)")
 
-    def _rejected_input(self, error: AttnmtError) -> None:
+    def _rejected_input(self, error: AttnmtError, sentences: int = 1) -> None:
+        """attnmt_rejected_total counts sentences, whatever the reason."""
         if isinstance(error, InvalidInput):
-            self.metrics.rejected.labels("invalid_input").inc()
+            self.metrics.rejected.labels("invalid_input").inc(max(sentences, 1))
 
     # --- RPCs ------------------------------------------------------------
 
     async def Translate(self, request: pb.TranslateRequest, context) -> pb.TranslateResponse:
         try:
             request = parsed(request)
-            served = self._model(request.model)
+            served = self._model(request.model, len(request.sentences))
             n = len(request.sentences)
             if n == 0:
                 raise InvalidInput("sentences is empty: send at least one sentence")
@@ -245,7 +246,7 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
                                        "n_best or a coarser alignment")
             return response
         except AttnmtError as e:
-            self._rejected_input(e)
+            self._rejected_input(e, len(request.sentences) if isinstance(request, pb.TranslateRequest) else 1)
             await abort(context, e)
 
     async def Align(self, request: pb.AlignRequest, context) -> pb.AlignResponse:
