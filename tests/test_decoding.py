@@ -241,3 +241,20 @@ def test_the_server_cap_on_target_length_wins_over_the_ratio(translator):
     assert search.max_length == 7
     decode_all(translator.engine, [search])
     assert len(search.best()[0].tokens) <= 7
+
+
+def test_cuda_gives_the_cpu_answers(tiny_model, translator):
+    """Runs only where ONNX Runtime really has a GPU (never on the development machine)."""
+    from attnmt.service.engine import EngineOptions
+    from attnmt.service.errors import ModelLoadError
+    try:
+        gpu = Translator(Engine(tiny_model, EngineOptions(device="cuda")))
+    except ModelLoadError as e:
+        pytest.skip(f"no usable GPU here: {str(e)[:80]}")
+    texts = [SHORT, LONG, "gato .", "sola amas luna granda ."]
+    for options in (SearchOptions(), SearchOptions(beam_size=4, n_best=4)):
+        for a, b in zip(translator.translate(texts, options), gpu.translate(texts, options)):
+            assert [h.text for h in a.hypotheses] == [h.text for h in b.hypotheses]
+            for x, y in zip(a.hypotheses, b.hypotheses):
+                assert np.abs(x.alignment - y.alignment).max() < 1e-4
+                assert abs(x.score - y.score) < 1e-4
