@@ -55,6 +55,8 @@ class TrainConfig:
     min_learning_rate: float = 1e-5
     seed: int = 1234
     placeholder_rate: float = 0.0      # share of training pairs with placeholders given sentinels instead (placeholders.py)
+    init_from: str = ""                # a run directory whose best.pt and spm.model start this run (continued
+                                       # training, e.g. on a rebalanced mix); empty: random initialisation
     threads: int = 0                   # torch intra-op threads (0: torch's default)
     log_every: int = 50
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -139,6 +141,9 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
     if not config_file.exists():
         config_file.write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
 
+    if cfg.init_from and not (run_dir / MODEL_FILE).exists():
+        # Continued training keeps the vocabulary the weights were trained with.
+        (run_dir / MODEL_FILE).write_bytes((Path(cfg.init_from) / MODEL_FILE).read_bytes())
     if not (run_dir / MODEL_FILE).exists():
         sentences = [s for pair in read_split(cfg, "train") for s in pair]
         symbols = SENTINELS if cfg.placeholder_rate > 0 else []
@@ -153,6 +158,9 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
     dev_src, _, dev_refs = load_split(cfg, "dev", tok)
 
     model = RNNsearch(cfg.model)
+    if cfg.init_from:
+        start = torch.load(Path(cfg.init_from) / "best.pt", map_location="cpu", weights_only=False)
+        model.load_state_dict(start["state_dict"])
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate)
     state = {"epoch": 0, "batch_in_epoch": 0, "step": 0, "best_bleu": -1.0, "flat": 0, "flat_since_decay": 0,
              "history": [], "seconds": 0.0}
@@ -165,7 +173,8 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
         torch.set_rng_state(ckpt["torch_rng"])
         log(f"resumed from step {state['step']} (epoch {state['epoch'] + 1}, batch {state['batch_in_epoch']})")
     else:
-        log(f"RNNsearch with {count_parameters(model):,} parameters; {len(train_src)} training pairs "
+        log(f"RNNsearch with {count_parameters(model):,} parameters"
+            f"{f' (initialised from {cfg.init_from})' if cfg.init_from else ''}; {len(train_src)} training pairs "
             f"(of {len(keep)} kept), {len(dev_src)} dev pairs")
 
     def checkpoint() -> None:

@@ -50,7 +50,10 @@ class Settings(BaseSettings):
     intra_op_threads: int = Field(0, ge=0, description="ONNX Runtime threads per step (0: one per core)")
     inter_op_threads: int = Field(1, ge=0, description="ONNX Runtime inter-op threads")
     graph_optimization: Literal["disable", "basic", "extended", "all"] = Field("all", description="ORT graph optimisation")
-    allow_spinning: bool = Field(True, description="ORT worker threads spin between steps (lower latency, busier cores)")
+    # Measured (docs/benchmarks.md, 2 cores, 64 clients): spinning threads take the cores the
+    # event loop needs for gRPC and protobuf: 148 vs 201 sentences/s, 2.08x vs 1.28x offline CPU.
+    allow_spinning: bool = Field(False, description="ORT worker threads spin between steps (faster steps alone, "
+                                                    "but they compete with the event loop for the cores)")
     warmup: bool = Field(True, description="translate one sentence per model before reporting SERVING")
 
     # --- scheduling ---

@@ -33,6 +33,7 @@ class Protector:
         self.sentinel = spec["sentinel"]
         self.max = int(spec["max"])
         self.sentinels = {self.sentinel.format(n): n for n in range(1, self.max + 1)}
+        self.any_sentinel = re.compile(re.escape(self.sentinel).replace(r"\{\}", r"\d+"))
 
     def protect(self, text: str) -> Protected:
         """Sentinels for the first `max` placeholders (any beyond stay as they are)."""
@@ -49,7 +50,8 @@ class Protector:
                 originals: tuple[str, ...]) -> tuple[list[str], list[str], np.ndarray, list[int]]:
         """Sentinel pieces -> original text in both token lists; missing sentinels
         inserted where the alignment points, extra ones removed (with their α rows).
-        Also returns, for each target token, its index in `target_tokens` (-1: inserted)."""
+        Also returns, for each target token, its index in `target_tokens` (-1: inserted),
+        and the target tokens with the sentinels still in them (for `text`)."""
         source = [self._original(t, originals) for t in source_tokens]
         keep, seen = [], set()
         for i, piece in enumerate(target_tokens):
@@ -80,8 +82,19 @@ class Protector:
             target.insert(at, WORD_BOUNDARY + self.sentinel.format(n))
             origin.insert(at, -1)
             alpha = np.concatenate([alpha[:at], row, alpha[at:]])
-        target = [self._original(t, originals) for t in target]
-        return source, target, alpha, origin
+        restored = [self._original(t, originals) for t in target]
+        return source, restored, alpha, origin, target
+
+    def text(self, pieces: list[str], originals: tuple[str, ...]) -> str:
+        """The translation: placeholders the model wrote itself (not from a sentinel, so
+        not in the source) are removed, then each sentinel becomes its original."""
+        text = self.pattern.sub("", detokenize(pieces))
+        text = re.sub(r"  +", " ", text).strip()
+        return self.any_sentinel.sub(lambda m: self._original(m.group(0), originals), text)
+
+    def without_sentinels(self, text: str) -> str:
+        """Protection off: a model trained with sentinels may still write one; drop it."""
+        return re.sub(r"  +", " ", self.any_sentinel.sub("", text)).strip()
 
     def _original(self, piece: str, originals: tuple[str, ...]) -> str:
         bare = piece.removeprefix(WORD_BOUNDARY)

@@ -15,7 +15,7 @@ from .alignment import EOS_TOKEN, aggregate_to_words, hard_pairs, word_groups
 from .decoding import Search, SearchOptions, decode_all
 from .engine import Engine
 from .errors import InvalidInput
-from .protect import Protector, detokenize
+from .protect import Protector
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 
@@ -82,6 +82,7 @@ class Translator:
         spec = engine.manifest.placeholders
         # Only a model trained with sentinels can carry them (manifest.placeholders).
         self.protector = Protector(spec) if spec and protect_placeholders else None
+        self.sentinels = Protector(spec) if spec else None
 
     @property
     def name(self) -> str:
@@ -115,15 +116,17 @@ class Translator:
                 pieces = [source_tokens[int(hyp.alignment[i, :-1].argmax())] if t == self.engine.unk_id else p
                           for i, (t, p) in enumerate(zip(hyp.tokens, pieces))]
             if search.protected:
-                sources, pieces, alignment, origin = self.protector.restore(source_tokens, pieces, hyp.alignment,
-                                                                            search.protected)
+                sources, pieces, alignment, origin, with_sentinels = self.protector.restore(
+                    source_tokens, pieces, hyp.alignment, search.protected)
                 translation.source_tokens = sources
                 # a removed sentinel takes its log-prob along; an inserted one was not generated: 0
                 log_probs = [hyp.token_log_probs[i] if i >= 0 else 0.0 for i in origin]
-                output = detokenize([p for p in pieces if p != EOS_TOKEN])
+                output = self.protector.text([p for p in with_sentinels if p != EOS_TOKEN], search.protected)
             else:
                 sources, alignment, log_probs = source_tokens, hyp.alignment, hyp.token_log_probs
                 output = self.tokenizer.decode_pieces([p for t, p in zip(hyp.tokens, pieces) if t != eos])
+                if self.sentinels is not None:
+                    output = self.sentinels.without_sentinels(output)
             translation.hypotheses.append(Hypothesis(
                 text=output, target_tokens=pieces, token_log_probs=log_probs, log_prob=hyp.log_prob,
                 score=hyp.score, alignment=alignment, source_tokens=sources))

@@ -28,7 +28,7 @@ def test_sentinels_the_model_kept_are_restored_in_its_order():
     source = ["▁de", "▁", "⦃1⦄", "▁a", "▁", "⦃2⦄", "</s>"]
     target = ["▁", "⦃2⦄", "▁from", "▁", "⦃1⦄", "</s>"]
     alpha = np.eye(6, 7)
-    src, tgt, a, origin = restore(source, target, alpha, ("%s", "%d"))
+    src, tgt, a, origin, _ = restore(source, target, alpha, ("%s", "%d"))
     assert detokenize(tgt[:-1]) == "%d from %s"
     assert src[2] == "%s" and src[5] == "%d"
     assert origin == [0, 1, 2, 3, 4, 5] and a.shape == (6, 7)
@@ -41,7 +41,7 @@ def test_a_dropped_sentinel_is_inserted_after_the_word_aligned_to_it():
              [0.2, 0.1, 0.7, 0.0],     # 'ing' attends the sentinel most
              [0.3, 0.2, 0.5, 0.0],
              [0.0, 0.0, 0.0, 1.0]]
-    src, tgt, a, origin = restore(source, target, alpha, ("%s",))
+    src, tgt, a, origin, _ = restore(source, target, alpha, ("%s",))
     assert detokenize(tgt[:-1]) == "opening %s file"     # after the whole word 'opening'
     assert origin == [0, 1, -1, 2, 3]
     assert a[2].tolist() == [0, 0, 1, 0]
@@ -50,6 +50,16 @@ def test_a_dropped_sentinel_is_inserted_after_the_word_aligned_to_it():
 def test_invented_and_repeated_sentinels_are_removed():
     source = ["▁ver", "▁", "⦃1⦄", "</s>"]
     target = ["▁see", "▁", "⦃1⦄", "▁", "⦃1⦄", "▁", "⦃7⦄", "▁now", "</s>"]
-    src, tgt, a, origin = restore(source, target, np.full((9, 4), 0.25), ("$HOME",))
+    src, tgt, a, origin, _ = restore(source, target, np.full((9, 4), 0.25), ("$HOME",))
     assert detokenize(tgt[:-1]) == "see $HOME now"
     assert len(tgt) == a.shape[0] == len(origin)
+
+
+def test_placeholders_the_model_wrote_itself_are_removed():
+    protector = Protector(SPEC)
+    pieces = ["▁Stri", "de", "▁%", "s", "▁", "⦃1⦄", ":", "▁in", "▁", "⦃2⦄"]
+    assert protector.text(pieces, ("%s", "'%d'")) == "Stride %s: in '%d'"
+
+
+def test_without_protection_stray_sentinels_are_dropped():
+    assert Protector(SPEC).without_sentinels("⦃1⦄E %s is not a commit!") == "E %s is not a commit!"
