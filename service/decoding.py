@@ -179,6 +179,7 @@ class DecodeBatch:
             for name, value in state.items():
                 rows.state[name][row] = value
             rows.prev[row], rows.slot[row], rows.score[row], rows.steps[row] = self.engine.bos_id, search.slot, 0, 0
+            rows.kind[row], rows.limit[row] = search.kind, search.max_length
             search.rows = [int(row)]
             self._set_owner(row, search)
         self.searches.extend(searches)
@@ -237,11 +238,13 @@ class DecodeBatch:
         else:
             memory_index = rows.slot[:rows.n].copy()
         R = rows.n
-        kinds = self._kinds()                                              # R
-        beams = [s for s in self.searches if s.kind == BEAM]
+        kinds, limits = rows.kind[:R], rows.limit[:R]                      # R, R
+        # Only beam and forced sentences need a per-sentence look each step.
+        special = [s for s in self.searches if s.kind != GREEDY] if (kinds != GREEDY).any() else []
+        beams = [s for s in special if s.kind == BEAM]
         k = max((s.options.beam_size for s in beams), default=1)
         forced_next = np.zeros(R, dtype=np.int64)                          # R
-        for s in self.searches:
+        for s in special:
             if s.kind == FORCED:
                 forced_next[s.rows[0]] = s.forced[s.steps]
         out = engine.step(rows.prev[:R], {n: a[:R] for n, a in rows.state.items()}, self._memory(), k,
@@ -255,7 +258,6 @@ class DecodeBatch:
         rows.alpha[everyone, t, S:] = 0
         for name, value in out.state.items():
             rows.state[name][:R] = value
-        limits = self._limits()                                            # R: max_length of each row's sentence
 
         finished: list[Search] = []
         for kind, tokens, log_probs in ((GREEDY, out.topk_ids[:, 0], out.topk_log_probs[:, 0]),
@@ -277,7 +279,7 @@ class DecodeBatch:
                               rows.alpha[row, :n, :search.src_len].copy())
                 search.done = True
                 finished.append(search)
-        for search in self.searches:
+        for search in special:                     # greedy sentences count steps in rows.steps
             search.steps += 1
         if beams:
             finished += self._advance_beams(beams, out, t)
@@ -286,18 +288,6 @@ class DecodeBatch:
             self.searches = [s for s in self.searches if s.id not in done]
             self._release(finished)
         return finished
-
-    def _kinds(self) -> np.ndarray:
-        kinds = np.empty(self.rows.n, dtype=np.int8)
-        for s in self.searches:
-            kinds[s.rows] = s.kind
-        return kinds
-
-    def _limits(self) -> np.ndarray:
-        limits = np.empty(self.rows.n, dtype=np.int64)
-        for s in self.searches:
-            limits[s.rows] = s.max_length
-        return limits
 
     def _align_rows_to_slots(self) -> None:
         """After beam sentences left, put row i back on memory slot i (the direct graph's layout)."""

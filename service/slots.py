@@ -105,11 +105,13 @@ class Rows:
         self.slot = np.zeros(0, dtype=np.int64)          # R: the memory slot each row attends
         self.score = np.zeros(0, dtype=np.float64)       # R: Σ log p of the row's tokens
         self.steps = np.zeros(0, dtype=np.int64)         # R: tokens generated so far
+        self.kind = np.zeros(0, dtype=np.int8)           # R: greedy, forced or beam (decoding.py)
+        self.limit = np.zeros(0, dtype=np.int64)         # R: the sentence's max_length
         self.tokens = np.zeros((0, 0), dtype=np.int64)   # R x T
         self.log_probs = np.zeros((0, 0), dtype=np.float32)   # R x T
         self.alpha = np.zeros((0, 0, 0), dtype=np.float32)    # R x T x S
 
-    _PER_ROW = ("prev", "slot", "score", "steps")
+    _PER_ROW = ("prev", "slot", "score", "steps", "kind", "limit")
     _HISTORY = ("tokens", "log_probs", "alpha")
 
     def reserve(self, n: int, steps: int, length: int) -> None:
@@ -137,7 +139,7 @@ class Rows:
     def copy(self, dst: np.ndarray, src: np.ndarray, steps: int, length: int) -> None:
         """Rows `dst` become copies of rows `src` (a beam's children of their parents),
         with the first `steps` entries of history over the first `length` source positions."""
-        for array in (self.prev, self.slot, self.score, self.steps, *self.state.values()):
+        for array in self._row_arrays():
             array[dst] = array[src]
         self.tokens[dst, :steps] = self.tokens[src, :steps]
         self.log_probs[dst, :steps] = self.log_probs[src, :steps]
@@ -148,8 +150,7 @@ class Rows:
         moves = _compact(self.n, rows)
         if moves:
             src, dst = np.array(list(moves)), np.array(list(moves.values()))
-            for array in (self.prev, self.slot, self.score, self.steps, *self.state.values(),
-                          self.tokens, self.log_probs, self.alpha):
+            for array in (*self._row_arrays(), self.tokens, self.log_probs, self.alpha):
                 array[dst] = array[src]
         self.n -= len(rows)
         return moves
@@ -157,9 +158,11 @@ class Rows:
     def permute(self, order: np.ndarray) -> None:
         """Reorder the live rows: row i becomes old row order[i]."""
         n = self.n
-        for array in (self.prev, self.slot, self.score, self.steps, *self.state.values(),
-                      self.tokens, self.log_probs, self.alpha):
+        for array in (*self._row_arrays(), self.tokens, self.log_probs, self.alpha):
             array[:n] = array[order]
+
+    def _row_arrays(self) -> list[np.ndarray]:
+        return [getattr(self, name) for name in self._PER_ROW] + list(self.state.values())
 
 
 def _compact(n: int, freed: list[int]) -> dict[int, int]:
