@@ -36,6 +36,8 @@ def test_translates_a_verse_with_its_alignment(bundled):
 
 
 def test_translates_a_software_message_keeping_its_placeholders(bundled):
+    if not bundled.engine.manifest.placeholders:
+        pytest.skip("the bundled model was trained without placeholder sentinels (Bible only)")
     hyp = bundled.translate(["No se puede abrir el archivo «%s»: %s"])[0].best
     assert hyp.text.count("%s") == 2 and "file" in hyp.text.lower()
 
