@@ -44,7 +44,9 @@ def test_translates_a_software_message_keeping_its_placeholders(bundled):
 
 @pytest.mark.parametrize("corpus", ["bible/test", "gettext/test"])
 def test_recorded_test_scores_beat_apertium(bundled, corpus):
-    evaluation = bundled.engine.manifest.evaluation.get(corpus)
+    recorded = bundled.engine.manifest.evaluation
+    # models evaluated before there were two test sets recorded the Bible's as "test"
+    evaluation = recorded.get(corpus) or (recorded.get("test") if corpus == "bible/test" else None)
     if not evaluation:
         pytest.skip(f"no {corpus} evaluation recorded in the manifest")
     apertium = evaluation["apertium"]            # measured in the same run, on the same sentences
