@@ -317,9 +317,11 @@ class DecodeBatch:
             search.finish(tokens, log_probs, rows.alpha[p, :n, :search.src_len].copy())
         going = choice.keep & ~choice.ends                   # B x K: candidates that continue
         b, c = np.nonzero(going)                             # by sentence, best first
+        parents = choice.parent[b, c]
         counts = going.sum(axis=1).tolist()
         dst: list[int] = []
         freed: list[int] = []
+        start = 0
         for i, search in enumerate(beams):
             width, old = counts[i], search.rows
             if width > len(old):                             # the beam opens: new rows
@@ -328,17 +330,21 @@ class DecodeBatch:
                 for r in new:
                     self._set_owner(r, search)
                 old = old + new
-            search.rows = old[:width]
-            freed += old[width:]
-            dst += search.rows
+            mine = self._assign(parents[start:start + width].tolist(), old)
+            start += width
+            search.rows = mine
+            kept = set(mine)
+            freed += [r for r in old if r not in kept]
+            dst += mine
             if not width:
                 search.done = True
                 search.finished.sort(key=lambda h: -h.score)
                 finished.append(search)
         if dst:
-            d, s = np.array(dst), choice.parent[b, c]
+            d, s = np.array(dst), parents
             steps = int(t[s].max()) + 1
-            rows.copy(d, s, steps, out.alpha.shape[1])   # children take their parent's state and history
+            moved = d != s                                   # a child in its parent's own row copies nothing
+            rows.copy(d[moved], s[moved], steps, out.alpha.shape[1])   # others take state and history
             at = t[s]
             rows.tokens[d, at] = choice.token[b, c]
             rows.log_probs[d, at] = choice.log_prob[b, c]
@@ -351,6 +357,20 @@ class DecodeBatch:
                 self._owner[f] = None
             self._free_rows_unowned(live)
         return finished
+
+    @staticmethod
+    def _assign(parents: list[int], rows: list[int]) -> list[int]:
+        """A row for each continuing candidate (in rank order): the first child of a parent
+        takes over the parent's own row, so only the other children copy a history."""
+        assigned: list[int | None] = [None] * len(parents)
+        taken: set[int] = set()
+        available = set(rows)
+        for j, parent in enumerate(parents):
+            if parent in available and parent not in taken:
+                assigned[j] = parent
+                taken.add(parent)
+        left = (r for r in rows if r not in taken)
+        return [r if r is not None else next(left) for r in assigned]
 
     def _free_rows_unowned(self, freed: list[int]) -> None:
         """Free rows no sentence holds any more (a beam that narrowed)."""
