@@ -34,6 +34,9 @@ class Protector:
         self.max = int(spec["max"])
         self.sentinels = {self.sentinel.format(n): n for n in range(1, self.max + 1)}
         self.any_sentinel = re.compile(re.escape(self.sentinel).replace(r"\{\}", r"\d+"))
+        # A '%' or '$' the model wrote right before a sentinel would fuse with the
+        # placeholder put there ('%' + '%s' reads as '%%' 's').
+        self.fusing = re.compile(r"[%$]+(?=" + self.any_sentinel.pattern + ")")
 
     def protect(self, text: str) -> Protected:
         """Sentinels for the first `max` placeholders (any beyond stay as they are)."""
@@ -88,7 +91,7 @@ class Protector:
     def text(self, pieces: list[str], originals: tuple[str, ...]) -> str:
         """The translation: placeholders the model wrote itself (not from a sentinel, so
         not in the source) are removed, then each sentinel becomes its original."""
-        text = self.pattern.sub("", detokenize(pieces))
+        text = self.fusing.sub("", self.pattern.sub("", detokenize(pieces)))
         text = re.sub(r"  +", " ", text).strip()
         return self.any_sentinel.sub(lambda m: self._original(m.group(0), originals), text)
 

@@ -63,3 +63,7 @@ def test_placeholders_the_model_wrote_itself_are_removed():
 
 def test_without_protection_stray_sentinels_are_dropped():
     assert Protector(SPEC).without_sentinels("⦃1⦄E %s is not a commit!") == "E %s is not a commit!"
+
+
+def test_a_percent_sign_before_a_sentinel_does_not_fuse_with_the_placeholder():
+    assert Protector(SPEC).text(["▁failed", "▁%", "⦃1⦄"], ("%s",)) == "failed %s"
