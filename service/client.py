@@ -11,10 +11,14 @@ returns (soft alignment over pieces, words and hard links derived from it).
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator
+import random
+import time
+from typing import Callable, Iterable, Iterator, TypeVar
 
 import grpc
 import numpy as np
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
 
 from .decoding import SearchOptions
 from .stubs import translator_pb2 as pb
@@ -46,10 +50,30 @@ def options_pb(options: SearchOptions, alignment: str = "soft", threshold: float
     return message
 
 
+T = TypeVar("T")
+
+
+def retry_delay(error: grpc.RpcError, attempt: int) -> float | None:
+    """How long to wait before retrying, or None when retrying cannot help.
+    RESOURCE_EXHAUSTED is retried only with the server's google.rpc.RetryInfo (without it
+    the request itself is too large); UNAVAILABLE (a draining replica) with backoff."""
+    code = error.code()
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        status = rpc_status.from_call(error)
+        for detail in status.details if status else ():
+            info = error_details_pb2.RetryInfo()
+            if detail.Unpack(info):
+                return info.retry_delay.ToTimedelta().total_seconds()
+        return None
+    if code == grpc.StatusCode.UNAVAILABLE:
+        return 0.1 * 2 ** attempt
+    return None
+
+
 class Client:
     def __init__(self, target: str, timeout: float | None = 60.0, root_certificates: bytes | None = None,
                  private_key: bytes | None = None, certificate_chain: bytes | None = None,
-                 max_message_bytes: int = 64 * 1024 * 1024):
+                 max_message_bytes: int = 64 * 1024 * 1024, retries: int = 5):
         options = [("grpc.max_receive_message_length", max_message_bytes),
                    ("grpc.max_send_message_length", max_message_bytes)]
         if root_certificates is not None:
@@ -59,6 +83,26 @@ class Client:
             self.channel = grpc.insecure_channel(target, options=options)
         self.stub = pb_grpc.TranslatorStub(self.channel)
         self.timeout = timeout
+        self.retries = retries          # retries of an overloaded or draining server, honouring RetryInfo
+
+    def _call(self, method: Callable[..., T], request) -> T:
+        """One unary call, retried after RESOURCE_EXHAUSTED (as long as RetryInfo says) or
+        UNAVAILABLE, each wait jittered (x0.5-1.5) so refused clients do not return together,
+        all within the client's timeout."""
+        give_up = None if self.timeout is None else time.monotonic() + self.timeout
+        for attempt in range(self.retries + 1):
+            remaining = None if give_up is None else max(give_up - time.monotonic(), 0.001)
+            try:
+                return method(request, timeout=remaining)
+            except grpc.RpcError as error:
+                delay = retry_delay(error, attempt)
+                if delay is None or attempt == self.retries:
+                    raise
+                delay *= random.uniform(0.5, 1.5)
+                if give_up is not None and time.monotonic() + delay >= give_up:
+                    raise
+                time.sleep(delay)
+        raise AssertionError("unreachable")
 
     def __enter__(self) -> "Client":
         return self
@@ -78,12 +122,12 @@ class Client:
         wire_alignment = "soft" if alignment != "none" else "none"
         request = pb.TranslateRequest(sentences=texts, model=model,
                                       options=options_pb(options, wire_alignment, threshold, replace_unk))
-        response = self.stub.Translate(request, timeout=self.timeout)
+        response = self._call(self.stub.Translate, request)
         return [translation_from_pb(s, t) for s, t in zip(texts, response.translations)]
 
     def align(self, source: str, target: str, model: str = "") -> Translation:
-        response = self.stub.Align(pb.AlignRequest(source=source, target=target, model=model,
-                                                   alignment=pb.ALIGNMENT_SOFT), timeout=self.timeout)
+        response = self._call(self.stub.Align, pb.AlignRequest(source=source, target=target, model=model,
+                                                               alignment=pb.ALIGNMENT_SOFT))
         tokens = list(response.source_tokens)
         return Translation(source, tokens, [_hypothesis(response.hypothesis, tokens)])
 

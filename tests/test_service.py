@@ -296,8 +296,10 @@ def test_expired_and_cancelled_sentences_are_not_computed(tiny_model):
         started = server.metric("grpc_server_started_total", grpc_method="Translate")
         aligns = server.metric("grpc_server_started_total", grpc_method="Align")
         busy = [slow_align(s) for _ in range(12)]                      # keep the single row busy
+        give_up = time.monotonic() + 30
         while server.metric("grpc_server_started_total", grpc_method="Align") < aligns + 12:
-            pass                                                       # all queued ahead of what follows
+            assert time.monotonic() < give_up, "the aligns never reached the server"
+            time.sleep(0.01)                                           # all queued ahead of what follows
         expiring = s.Translate.future(pb.TranslateRequest(sentences=[SHORT]), timeout=0.05)
         cancelled = s.Translate.future(pb.TranslateRequest(sentences=[LONG]))
         while server.metric("grpc_server_started_total", grpc_method="Translate") < started + 2:
@@ -558,3 +560,31 @@ def test_unknown_methods_are_answered_and_counted(server):
             assert error.value.code() == grpc.StatusCode.UNIMPLEMENTED
     assert server.metric("grpc_server_handled_total", grpc_method="unknown", grpc_code="UNIMPLEMENTED") == 2
     assert server.metric("grpc_server_started_total", grpc_service="attnmt.v1.Translator", grpc_method="unknown") == 1
+
+
+def test_the_python_client_retries_overload_as_retry_info_says(tiny_model):
+    import threading
+    env = {"ATTNMT_MAX_QUEUE": "2", "ATTNMT_MAX_BATCH_ROWS": "1", "ATTNMT_MAX_BEAM_SIZE": "1",
+           "ATTNMT_DEFAULT_BEAM_SIZE": "1", "ATTNMT_RETRY_AFTER_SECONDS": "0.05",
+           "ATTNMT_MAX_TOKENS_PER_SENTENCE": "1024"}
+    target = " ".join(["the big house sees the dog ."] * 30)     # ~600 forced steps each
+    with RunningServer([tiny_model], env) as server:
+        def burst(retries: int) -> list:
+            outcomes: list = []
+
+            def one():
+                with Client(server.address, timeout=60, retries=retries) as client:
+                    try:
+                        outcomes.append(client.align(LONG, target))
+                    except grpc.RpcError as e:
+                        outcomes.append(e.code())
+            threads = [threading.Thread(target=one) for _ in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(120)
+            return outcomes
+        without = burst(0)
+        assert grpc.StatusCode.RESOURCE_EXHAUSTED in without      # the server does refuse this burst
+        with_retries = burst(100)
+        assert len(with_retries) == 8 and all(not isinstance(o, grpc.StatusCode) for o in with_retries)
