@@ -303,7 +303,8 @@ def test_expired_and_cancelled_sentences_are_not_computed(tiny_model):
         expiring = s.Translate.future(pb.TranslateRequest(sentences=[SHORT]), timeout=0.05)
         cancelled = s.Translate.future(pb.TranslateRequest(sentences=[LONG]))
         while server.metric("grpc_server_started_total", grpc_method="Translate") < started + 2:
-            pass                                                       # both reached the server
+            assert time.monotonic() < give_up, "the translations never reached the server"
+            time.sleep(0.01)                                           # both reached the server
         cancelled.cancel()
         with pytest.raises(grpc.RpcError) as info:
             expiring.result()
@@ -343,11 +344,14 @@ def test_sigterm_drains_without_losing_in_flight_requests(tiny_model):
         with grpc.insecure_channel(server.address) as channel:
             s = pb_grpc.TranslatorStub(channel)
             in_flight = [slow_align(s) for _ in range(16)]
+            give_up = time.monotonic() + 30
             while server.metric("grpc_server_started_total", grpc_method="Align") < 16:
-                pass                                        # all sixteen reached the server
+                assert time.monotonic() < give_up, "the aligns never reached the server"
+                time.sleep(0.01)                            # all sixteen reached the server
             assert server.metric("grpc_server_handled_total", grpc_method="Align") < 16   # some still running
             server.proc.send_signal(signal.SIGTERM)
             while not any("draining" in line for line in server.log):
+                assert time.monotonic() < give_up + 30, "the server never started draining"
                 time.sleep(0.01)
             with grpc.insecure_channel(server.address) as late_channel:
                 late = code_of(lambda: pb_grpc.TranslatorStub(late_channel).Translate(
