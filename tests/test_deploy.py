@@ -343,3 +343,26 @@ def test_metric_list_matches_the_service():
     for family in Metrics().registry.collect():
         exported[family.type].add(family.name + "_total" if family.type == "counter" else family.name)
     assert exported == {"counter": COUNTERS, "gauge": GAUGES, "histogram": HISTOGRAMS}
+
+
+def set_image(kustomization: Path, name: str, reference: str) -> None:
+    """What `kustomize edit set image NAME=REPO:TAG` writes (the standalone kustomize is not installed)."""
+    doc = yaml.safe_load(kustomization.read_text())
+    repo, tag = reference.rsplit(":", 1)
+    images = [i for i in doc.get("images", []) if i["name"] != name]
+    doc["images"] = images + [{"name": name, "newName": repo, "newTag": tag}]
+    kustomization.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def test_the_documented_image_edits_give_each_variant_its_image(tmp_path):
+    """Issue 9: after the README's `kustomize edit set image`, the GPU overlay ran the CPU image."""
+    import shutil
+    tree = tmp_path / "kubernetes"
+    shutil.copytree(DEPLOY / "kubernetes", tree)
+    set_image(tree / "base" / "kustomization.yaml", "attnmt", "registry.example/attnmt:0.1.0")
+    set_image(tree / "overlays" / "gpu" / "kustomization.yaml", "attnmt-gpu", "registry.example/attnmt:0.1.0-gpu")
+    images = {}
+    for variant, path in (("base", tree / "base"), ("gpu", tree / "overlays" / "gpu")):
+        objects = {o["kind"]: o for o in yaml.safe_load_all(run(tool("kubectl"), "kustomize", str(path))) if o}
+        images[variant] = container(objects)["image"]
+    assert images == {"base": "registry.example/attnmt:0.1.0", "gpu": "registry.example/attnmt:0.1.0-gpu"}
