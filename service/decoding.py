@@ -195,6 +195,7 @@ class DecodeBatch:
         self._owner[row] = search
 
     def _free_rows(self, freed: list[int]) -> None:
+        """Release rows; the rows that move into the holes tell their sentences."""
         for old, new in self.rows.free(freed).items():
             search = self._owner[old]
             search.rows[search.rows.index(old)] = new
@@ -352,10 +353,7 @@ class DecodeBatch:
             rows.score[d] = choice.score[b, c]
             rows.steps[d] = at + 1
         if freed:
-            live = [f for f in freed if self._owner[f] is not None]
-            for f in live:
-                self._owner[f] = None
-            self._free_rows_unowned(live)
+            self._free_rows(freed)         # rows a narrowing beam gave up (no longer in search.rows)
         return finished
 
     @staticmethod
@@ -371,14 +369,6 @@ class DecodeBatch:
                 taken.add(parent)
         left = (r for r in rows if r not in taken)
         return [r if r is not None else next(left) for r in assigned]
-
-    def _free_rows_unowned(self, freed: list[int]) -> None:
-        """Free rows no sentence holds any more (a beam that narrowed)."""
-        for old, new in self.rows.free(freed).items():
-            search = self._owner[old]
-            search.rows[search.rows.index(old)] = new
-            self._owner[new] = search
-        del self._owner[self.rows.n:]
 
 
 def decode_all(engine: Engine, searches: list[Search], max_rows: int = 64) -> list[Search]:

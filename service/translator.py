@@ -80,9 +80,10 @@ class Translator:
         self.tokenizer = engine.tokenizer
         self.max_tokens = max_tokens
         spec = engine.manifest.placeholders
-        # Only a model trained with sentinels can carry them (manifest.placeholders).
-        self.protector = Protector(spec) if spec and protect_placeholders else None
+        # Only a model trained with sentinels can carry them (manifest.placeholders); with
+        # protection off, `sentinels` still drops any the model writes by itself.
         self.sentinels = Protector(spec) if spec else None
+        self.protector = self.sentinels if protect_placeholders else None
 
     @property
     def name(self) -> str:
