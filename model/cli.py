@@ -33,6 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run", type=Path, required=True, help="run directory: checkpoints, logs, tokenizer")
     p.add_argument("--data-dir", help="override data_dir: {split}.tsv or {split}.{src,tgt}")
     p.add_argument("--max-minutes", type=float, help="override max_minutes")
+    p.add_argument("--init-from", help="override init_from: a run or model directory whose weights start this run")
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("export", help="export a run's best checkpoint to an ONNX model directory")
@@ -43,6 +44,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--parity-sentences", type=int, default=64, help="dev sentences used for the parity check")
     p.add_argument("--quantize", choices=["int8"], help="write int8 (dynamic quantization) graphs; BLEU change "
                                                          "and speed on the dev split go into the manifest")
+    p.add_argument("--no-shortlist", dest="shortlist", action="store_false",
+                   help="no lexical shortlist (by default one is built from the run's training split and its dev "
+                        "BLEU change goes into the manifest)")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("upgrade-model", help="re-export a schema_version 1 model directory from its checkpoint.pt "
@@ -134,7 +138,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     from .train import TrainConfig, train
     run_config = args.run / "config.yaml"
     config = args.config or (run_config if run_config.exists() else None)
-    cfg = TrainConfig.from_yaml(config, data_dir=args.data_dir, max_minutes=args.max_minutes)
+    cfg = TrainConfig.from_yaml(config, data_dir=args.data_dir, max_minutes=args.max_minutes,
+                               init_from=args.init_from)
     result = train(cfg, args.run)
     print(json.dumps({k: v for k, v in result.items() if k != "history"}))
     return 0
@@ -155,9 +160,16 @@ def cmd_export(args: argparse.Namespace) -> int:
                 "data_card": (Path(cfg["data_dir"]) / "DATA_CARD.md").read_text()
                 if (Path(cfg["data_dir"]) / "DATA_CARD.md").exists() else None}
     if not args.quantize:
+        lexical = None
+        if args.shortlist:
+            from .shortlist import from_corpus
+            lexical = from_corpus(args.run / "spm.model", Path(cfg["data_dir"]), cfg["src_lang"], cfg["tgt_lang"])
         manifest = export(args.run / args.checkpoint, args.run / "spm.model", args.out, args.name or args.out.name,
-                          cfg["src_lang"], cfg["tgt_lang"], sentences, training)
+                          cfg["src_lang"], cfg["tgt_lang"], sentences, training, lexical_shortlist=lexical)
         print(json.dumps(manifest["export_parity"]))
+        if lexical is not None:
+            from .evaluate import shortlist_change
+            print(json.dumps(shortlist_change(args.out, Path(cfg["data_dir"]))))
         return 0
     import tempfile
 

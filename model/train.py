@@ -31,6 +31,7 @@ from .network import ModelConfig, RNNsearch, count_parameters
 from .placeholders import SENTINELS, protect_share
 from .search import translate_ids
 from .tokenizer import MODEL_FILE, PAD_ID, Tokenizer, train_tokenizer
+from .transfer import transfer_state
 
 
 @dataclass
@@ -55,8 +56,10 @@ class TrainConfig:
     min_learning_rate: float = 1e-5
     seed: int = 1234
     placeholder_rate: float = 0.0      # share of training pairs with placeholders given sentinels instead (placeholders.py)
-    init_from: str = ""                # a run directory whose best.pt and spm.model start this run (continued
-                                       # training, e.g. on a rebalanced mix); empty: random initialisation
+    init_from: str = ""                # a run directory (best.pt) or model directory (checkpoint.pt) whose weights
+                                       # start this run (continued training); empty: random initialisation
+    new_vocabulary: bool = False       # with init_from: train a new SentencePiece on this run's data and carry
+                                       # the weights over to it (model/transfer.py); false: keep init_from's
     threads: int = 0                   # torch intra-op threads (0: torch's default)
     log_every: int = 50
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -128,6 +131,19 @@ def load_model(path: Path) -> RNNsearch:
     return model.eval()
 
 
+def initial_weights(cfg: TrainConfig, run_dir: Path, log: Log) -> dict[str, torch.Tensor]:
+    """The weights `init_from` names, re-indexed to this run's vocabulary when it is new."""
+    source = Path(cfg.init_from)
+    weights = source / "best.pt" if (source / "best.pt").exists() else source / "checkpoint.pt"
+    state = {k: v.float() for k, v in torch.load(weights, map_location="cpu", weights_only=False)["state_dict"].items()}
+    if not cfg.new_vocabulary:
+        return state
+    state, counts = transfer_state(state, source / MODEL_FILE, run_dir / MODEL_FILE)
+    log(f"vocabulary transferred from {weights}: {counts['shared_pieces']} pieces shared, "
+        f"{counts['composed_pieces']} composed from the old pieces")
+    return state
+
+
 def train(cfg: TrainConfig, run_dir: Path) -> dict:
     run_dir.mkdir(parents=True, exist_ok=True)
     log = Log(run_dir / "train.log")
@@ -141,7 +157,7 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
     if not config_file.exists():
         config_file.write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
 
-    if cfg.init_from and not (run_dir / MODEL_FILE).exists():
+    if cfg.init_from and not cfg.new_vocabulary and not (run_dir / MODEL_FILE).exists():
         # Continued training keeps the vocabulary the weights were trained with.
         (run_dir / MODEL_FILE).write_bytes((Path(cfg.init_from) / MODEL_FILE).read_bytes())
     if not (run_dir / MODEL_FILE).exists():
@@ -159,8 +175,7 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
 
     model = RNNsearch(cfg.model)
     if cfg.init_from:
-        start = torch.load(Path(cfg.init_from) / "best.pt", map_location="cpu", weights_only=False)
-        model.load_state_dict(start["state_dict"])
+        model.load_state_dict(initial_weights(cfg, run_dir, log))
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate)
     state = {"epoch": 0, "batch_in_epoch": 0, "step": 0, "best_bleu": -1.0, "flat": 0, "flat_since_decay": 0,
              "history": [], "seconds": 0.0}
