@@ -17,7 +17,7 @@ from pathlib import Path
 import sacrebleu
 
 from attnmt.service.decoding import SearchOptions
-from attnmt.service.engine import Engine
+from attnmt.service.engine import Engine, EngineOptions
 from attnmt.service.plotting import plot_alignment
 from attnmt.service.translator import Translator
 
@@ -49,6 +49,27 @@ def placeholders_kept(sources: list[str], hyps: list[str]) -> dict:
     return {"sentences": len(having), "kept": kept, "share": round(kept / len(having), 4) if having else None}
 
 
+def shortlist_change(model_dir: Path, data_dir: Path, split: str = "dev") -> dict:
+    """Greedy BLEU on `split` with and without the model's lexical shortlist, and the mean
+    candidate count; written into the manifest's `shortlist` section."""
+    from .export import update_manifest
+
+    full = Engine(model_dir, EngineOptions(shortlist=False))
+    listed = Engine(model_dir)
+    m = full.manifest
+    pairs = list(read_parallel(*corpus_files(data_dir, split, m.source_language, m.target_language)))
+    sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
+    report = {"split": f"{Path(data_dir).name}/{split}"}
+    for label, engine in (("full", full), ("shortlist", listed)):
+        translator = Translator(engine, max_tokens=100_000)
+        report[label] = score([t.best.text for t in translator.translate(sources)], refs)
+    sizes = [len(listed.shortlist.candidates(full.tokenizer.encode(s) + [full.eos_id])) for s in sources]
+    report["mean_candidates"] = round(sum(sizes) / len(sizes), 1)
+    report["bleu_change"] = round(report["shortlist"]["bleu"] - report["full"]["bleu"], 2)
+    update_manifest(model_dir, shortlist={"dev": report})
+    return report
+
+
 def evaluate(model_dir: Path, data_dir: Path, split: str = "test", beam: int = 5, heatmaps: int = 4,
              out: Path | None = None, write_manifest: bool = False) -> dict:
     engine = Engine(model_dir)
@@ -64,6 +85,9 @@ def evaluate(model_dir: Path, data_dir: Path, split: str = "test", beam: int = 5
                     "sacrebleu": f"sacreBLEU {sacrebleu.__version__} defaults (13a, exp smoothing), detokenised"}
     translations = {}
     runs = [("greedy", translator, SearchOptions()), (f"beam{beam}", translator, SearchOptions(beam_size=beam))]
+    if engine.shortlist is not None:         # the same model over the full vocabulary, for comparison
+        runs.append(("greedy-full-vocabulary", Translator(Engine(model_dir, EngineOptions(shortlist=False)),
+                                                          max_tokens=100_000), SearchOptions()))
     if translator.protector is not None:     # the same model with placeholder protection off, for comparison
         runs.append(("greedy-unprotected", Translator(engine, max_tokens=100_000, protect_placeholders=False),
                      SearchOptions()))

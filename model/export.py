@@ -36,10 +36,10 @@ import torch
 from torch import Tensor, nn
 
 from attnmt.service.manifest import (DECODER_INPUTS, DECODER_OUTPUTS, ENCODER_INPUTS, ENCODER_OUTPUTS, GRAPHS,
-                                     MANIFEST, SCHEMA_VERSION, SHARED_DECODER_INPUTS, file_entries,
-                                     load_manifest, write_manifest)
+                                     MANIFEST, SCHEMA_VERSION, SHARED_DECODER_INPUTS, SHORTLIST_GRAPHS,
+                                     file_entries, load_manifest, write_manifest)
 
-from . import placeholders
+from . import placeholders, shortlist
 from .batching import inference_batches, make_batch
 from .network import RNNsearch
 from .search import translate_ids
@@ -136,7 +136,7 @@ def _to_onnx(module: nn.Module, inputs: tuple, path: Path, input_names: tuple, o
                       input_names=list(input_names), output_names=list(output_names), dynamic_axes=axes)
 
 
-def export_graphs(model: RNNsearch, out_dir: Path) -> None:
+def export_graphs(model: RNNsearch, out_dir: Path, with_shortlist: bool = False) -> None:
     model.eval()
     src = torch.tensor([[5, 6, 7, EOS_ID], [8, 9, EOS_ID, PAD_ID]])
     lengths = torch.tensor([4, 3])
@@ -166,6 +166,10 @@ def export_graphs(model: RNNsearch, out_dir: Path) -> None:
                  out_dir / GRAPHS["decoder_step_shared"], SHARED_DECODER_INPUTS, DECODER_OUTPUTS,
                  {**step_axes, "annotations": per_sentence, "keys": per_sentence, "src_mask": per_sentence,
                   "memory_index": {0: "rows"}})
+    if with_shortlist:
+        shortlist.export_graphs(model, out_dir, SHORTLIST_GRAPHS, OPSET,
+                                {"prev": prev, "state": state, "row_memory": row_memory, "k": choice[1],
+                                 "memory": (annotations, keys, mask), "memory_index": memory_index})
 
 
 # --- the graphs in ONNX Runtime, without the serving engine -------------------------------
@@ -317,32 +321,43 @@ def placeholder_contract(training: dict | None) -> dict | None:
 
 
 def export(checkpoint: Path, tokenizer: Path, out_dir: Path, name: str, source_language: str, target_language: str,
-           parity_sentences: list[str], training: dict | None = None, tolerance: float = 1e-4) -> dict:
-    """Export, check parity in a scratch directory, then move the result to `out_dir`."""
+           parity_sentences: list[str], training: dict | None = None, tolerance: float = 1e-4,
+           lexical_shortlist: tuple[np.ndarray, np.ndarray] | None = None) -> dict:
+    """Export, check parity in a scratch directory, then move the result to `out_dir`.
+    `lexical_shortlist` (frequent ids, per-source table from `shortlist.build`) adds the
+    shortlist step graphs and `shortlist.npz`."""
     model = round_to_half(load_model(checkpoint))
     tok = Tokenizer(tokenizer)
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        export_graphs(model, tmp)
-        share_weights(tmp, list(GRAPHS.values()))
+        graphs = dict(GRAPHS, **(SHORTLIST_GRAPHS if lexical_shortlist is not None else {}))
+        export_graphs(model, tmp, with_shortlist=lexical_shortlist is not None)
+        share_weights(tmp, list(graphs.values()))
         shutil.copy(tokenizer, tmp / MODEL_FILE)
         half = RNNsearch(model.cfg)
         half.load_state_dict(model.state_dict())
         # half() on the module keeps tied parameters one tensor in the saved file
         torch.save({"model_config": model.cfg.to_dict(), "state_dict": half.half().state_dict()},
                    tmp / "checkpoint.pt")
-        files = [*GRAPHS.values(), "weights.bin", MODEL_FILE, "checkpoint.pt"]
+        files = [*graphs.values(), "weights.bin", MODEL_FILE, "checkpoint.pt"]
+        if lexical_shortlist is not None:
+            shortlist.save(tmp, *lexical_shortlist)
+            files.append(shortlist.FILE)
         manifest = {
             "schema_version": SCHEMA_VERSION, "name": name, "version": dt.date.today().isoformat(),
             "architecture": "RNNsearch", "source_language": source_language, "target_language": target_language,
             "tokenizer": MODEL_FILE, "vocab_size": len(tok),
             "special_ids": {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID, "eos": EOS_ID},
-            "dimensions": model.cfg.to_dict(), "graphs": dict(GRAPHS), "step_state": dict(STEP_STATE),
+            "dimensions": model.cfg.to_dict(), "graphs": graphs, "step_state": dict(STEP_STATE),
             "opset": OPSET, "files": file_entries(tmp, files), "training": training or {}, "evaluation": {},
         }
         contract = placeholder_contract(training)
         if contract:
             manifest["placeholders"] = contract
+        if lexical_shortlist is not None:
+            frequent_ids, table = lexical_shortlist
+            manifest["shortlist"] = {"file": shortlist.FILE, "frequent": len(frequent_ids),
+                                     "per_source": table.shape[1], "scoring": "dice, sentence co-occurrence"}
         write_manifest(tmp, manifest)
         load_manifest(tmp)                       # what the service will read holds to its contract
         sources = [tok.encode(s) for s in parity_sentences]

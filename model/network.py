@@ -152,14 +152,16 @@ class Decoder(nn.Module):
         new_state = self.cell(torch.cat([prev_embedded, context], dim=-1), state)
         return readout_in, new_state, alpha
 
-    def logits(self, readout_in: Tensor) -> Tensor:
-        # readout_in: ... x (dec + m + 2n) -> logits: ... x vocab
+    def readout_hidden(self, readout_in: Tensor) -> Tensor:
+        # readout_in: ... x (dec + m + 2n) -> t_i: ... x readout_size
         t = self.readout_layer(self.dropout(readout_in))
         if self.readout == "maxout":
-            t = t.unflatten(-1, (-1, 2)).amax(-1)                      # pool pairs of units
-        else:
-            t = torch.tanh(t)
-        return self.output_layer(self.dropout(t))
+            return t.unflatten(-1, (-1, 2)).amax(-1)                   # pool pairs of units
+        return torch.tanh(t)
+
+    def logits(self, readout_in: Tensor) -> Tensor:
+        # readout_in: ... x (dec + m + 2n) -> logits: ... x vocab
+        return self.output_layer(self.dropout(self.readout_hidden(readout_in)))
 
 
 class RNNsearch(nn.Module):

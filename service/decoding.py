@@ -30,6 +30,7 @@ import numpy as np
 from .engine import Engine
 from .errors import InvalidInput
 from .search import select_beams
+from .shortlist import union_bias
 from .slots import Memory, Rows
 
 GREEDY, FORCED, BEAM = 0, 1, 2
@@ -79,6 +80,7 @@ class Search:
     forced: list[int] | None = None         # target ids ending with </s>
     id: int = field(default_factory=lambda: next(_ids))
     protected: tuple[str, ...] = ()         # placeholders hidden behind sentinels (protect.py), for the translator
+    candidates: np.ndarray | None = None    # sorted target ids it may produce (lexical shortlist); None: all
     finished: list[Hypothesis] = field(default_factory=list)
     steps: int = 0
     done: bool = False
@@ -134,6 +136,7 @@ class DecodeBatch:
         self.rows: Rows | None = None
         self._owner: list[Search | None] = []     # row -> its sentence
         self._device_memory: tuple | None = None  # (version, OrtValues) with IO binding
+        self._choice: tuple | None = None         # (memory version, candidates, bias per memory slot)
 
     def __len__(self) -> int:
         return len(self.searches)
@@ -227,6 +230,28 @@ class DecodeBatch:
             self._device_memory = ((self.memory.version, self.memory.n), self.engine.upload(*self.memory.view()))
         return self._device_memory[1]
 
+    def _vocabulary(self) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """(candidates, vocab_bias per memory slot) for this batch's sentences; recomputed only
+        when sentences join or leave. Every row is confined to its own sentence's set
+        (service/shortlist.py), so the shortlist never makes a row depend on its batch-mates."""
+        key = (self.memory.version, self.memory.n)
+        if self._choice is not None and self._choice[0] == key:
+            return self._choice[1], self._choice[2]
+        by_slot = sorted(self.searches, key=lambda s: s.slot)
+        shortlisted = [s.candidates is not None for s in by_slot]
+        candidates = bias = None
+        if all(shortlisted):
+            candidates, bias = union_bias([s.candidates for s in by_slot])         # C, N x C
+        elif any(shortlisted):             # e.g. a forced alignment joined: the full vocabulary, rows masked
+            bias = np.repeat(self.engine.default_bias, len(by_slot), axis=0)       # N x V
+            for slot, search in enumerate(by_slot):
+                if search.candidates is not None:
+                    outside = np.ones(self.engine.vocab_size, dtype=bool)
+                    outside[search.candidates] = False
+                    bias[slot, outside] = -np.inf
+        self._choice = (key, candidates, bias)
+        return candidates, bias
+
     def step(self) -> list[Search]:
         """Run one decoder step for every row; return the sentences that finished."""
         if not self.searches:
@@ -248,8 +273,10 @@ class DecodeBatch:
         for s in special:
             if s.kind == FORCED:
                 forced_next[s.rows[0]] = s.forced[s.steps]
+        candidates, slot_bias = self._vocabulary()
+        bias = None if slot_bias is None else slot_bias[rows.slot[:R]]   # R x C (or V)
         out = engine.step(rows.prev[:R], {n: a[:R] for n, a in rows.state.items()}, self._memory(), k,
-                          forced_next, memory_index)
+                          forced_next, memory_index, vocab_bias=bias, candidates=candidates)
 
         t = rows.steps[:R].copy()                                          # R: where this step writes
         S = out.alpha.shape[1]

@@ -19,7 +19,8 @@ import onnxruntime as ort
 
 from .errors import ModelLoadError
 from .manifest import (DECODER_INPUTS, DECODER_OUTPUTS, ENCODER_INPUTS, ENCODER_OUTPUTS, SHARED_DECODER_INPUTS,
-                       Manifest, load_manifest)
+                       SHARED_SHORTLIST_DECODER_INPUTS, SHORTLIST_DECODER_INPUTS, Manifest, load_manifest)
+from .shortlist import Shortlist
 from .tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,7 @@ class EngineOptions:
     optimization: str = "all"       # disable | basic | extended | all
     allow_spinning: bool = True     # worker threads spin between steps: faster steps, busier cores
     io_binding: bool | None = None  # bind inputs/outputs explicitly (None: on for cuda, off for cpu)
+    shortlist: bool = True          # use the model's lexical shortlist when it has one
 
 
 @dataclass
@@ -76,6 +78,7 @@ class Engine:
         self.decoder = self._session("decoder_step", DECODER_INPUTS + extra, DECODER_OUTPUTS)
         self._extra_inputs = extra
         self._shared_decoder: ort.InferenceSession | None = None    # loaded when a beam first needs it
+        self._lazy: dict[str, ort.InferenceSession] = {}
         self.provider = self.decoder.get_providers()[0]
         self.io_binding = options.io_binding if options.io_binding is not None else options.device == "cuda"
         self.device = "cuda" if self.provider == "CUDAExecutionProvider" else "cpu"
@@ -86,6 +89,10 @@ class Engine:
         # renormalises over the rest (their probability is ~0 after training).
         self.default_bias = np.zeros((1, self.vocab_size), dtype=np.float32)    # 1 x V
         self.default_bias[0, [self.pad_id, self.bos_id]] = -np.inf
+        self.shortlist: Shortlist | None = None
+        if options.shortlist and self.manifest.shortlist:
+            self.shortlist = Shortlist(self.model_dir / self.manifest.shortlist["file"], self.vocab_size,
+                                       always=[self.eos_id, self.unk_id], never=[self.pad_id, self.bos_id])
 
     @property
     def shared_decoder(self) -> ort.InferenceSession:
@@ -95,6 +102,12 @@ class Engine:
             self._shared_decoder = self._session("decoder_step_shared", SHARED_DECODER_INPUTS + self._extra_inputs,
                                                  DECODER_OUTPUTS)
         return self._shared_decoder
+
+    def _graph(self, name: str, inputs: tuple[str, ...]) -> ort.InferenceSession:
+        """A step graph loaded when first needed (the shortlist graphs)."""
+        if name not in self._lazy:
+            self._lazy[name] = self._session(name, inputs + self._extra_inputs, DECODER_OUTPUTS)
+        return self._lazy[name]
 
     @staticmethod
     def _providers(device: str) -> list[str]:
@@ -156,20 +169,28 @@ class Engine:
 
     def step(self, prev_tokens: np.ndarray, state: dict[str, np.ndarray], memory: tuple, k: int,
              forced_tokens: np.ndarray, memory_index: np.ndarray | None = None,
-             vocab_bias: np.ndarray | None = None) -> StepOutput:
+             vocab_bias: np.ndarray | None = None, candidates: np.ndarray | None = None) -> StepOutput:
         """One decoder step for R rows.
 
         memory: (annotations, keys, src_mask), numpy arrays or OrtValues from `upload`;
         without `memory_index` row r attends memory row r (N = R), with it row r
         attends memory row memory_index[r] (beam rows share their sentence's memory).
         vocab_bias: 1 x V or R x V additive logits bias (default: forbid <pad> and <s>).
+        candidates: vocabulary ids [C] the output layer runs over (the shortlist graphs);
+        vocab_bias is then 1 x C or R x C, forced_tokens positions in candidates.
         """
-        session = self.decoder if memory_index is None else self.shared_decoder
+        if candidates is not None:
+            session = (self._graph("decoder_step_shortlist", SHORTLIST_DECODER_INPUTS) if memory_index is None
+                       else self._graph("decoder_step_shared_shortlist", SHARED_SHORTLIST_DECODER_INPUTS))
+        else:
+            session = self.decoder if memory_index is None else self.shared_decoder
         feeds = {"prev_tokens": prev_tokens, **state,
                  "vocab_bias": self.default_bias if vocab_bias is None else vocab_bias,
                  "k": np.array([k], dtype=np.int64), "forced_tokens": forced_tokens}
         if memory_index is not None:
             feeds["memory_index"] = memory_index
+        if candidates is not None:
+            feeds["candidates"] = candidates
         names = list(DECODER_OUTPUTS) + [o for o in self.state_names.values() if o not in DECODER_OUTPUTS]
         if not self.io_binding:
             feeds.update(zip(("annotations", "keys", "src_mask"), memory))

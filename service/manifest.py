@@ -13,6 +13,12 @@
                         the same, but the memory is per sentence (annotations[N,S,2n], keys,
                         src_mask[N,S]) and memory_index[R] int64 names each row's sentence:
                         the rows of one beam share their sentence's memory.
+    decoder_step_shortlist.onnx, decoder_step_shared_shortlist.onnx (optional)
+                        the two step graphs with one more input, candidates[C] int64: the
+                        output layer runs over these vocabulary ids only; vocab_bias is
+                        [B,C], forced_tokens are positions in candidates, topk_ids are
+                        vocabulary ids. Present with `shortlist.npz` (frequent[F] int32,
+                        table[V,M] int32, -1 padded: target candidates per source id).
     spm.model           SentencePiece
     manifest.json       this schema
 
@@ -50,6 +56,11 @@ SHARED_DECODER_INPUTS = DECODER_INPUTS + ("memory_index",)
 DECODER_OUTPUTS = ("topk_log_probs", "topk_ids", "forced_log_probs", "new_state", "alpha")
 GRAPHS = {"encoder": "encoder.onnx", "decoder_step": "decoder_step.onnx",
           "decoder_step_shared": "decoder_step_shared.onnx"}
+# Optional, with a lexical shortlist (`shortlist.npz`): the step graphs over `candidates[C]`.
+SHORTLIST_DECODER_INPUTS = DECODER_INPUTS + ("candidates",)
+SHARED_SHORTLIST_DECODER_INPUTS = SHORTLIST_DECODER_INPUTS + ("memory_index",)
+SHORTLIST_GRAPHS = {"decoder_step_shortlist": "decoder_step_shortlist.onnx",
+                    "decoder_step_shared_shortlist": "decoder_step_shared_shortlist.onnx"}
 
 
 class SpecialIds(BaseModel):
@@ -87,6 +98,8 @@ class Manifest(BaseModel):
     training: dict[str, Any] = Field(default_factory=dict)
     evaluation: dict[str, Any] = Field(default_factory=dict)
     quantization: dict[str, Any] | None = None
+    # Lexical shortlist (model/shortlist.py): file, sizes and its measured BLEU change.
+    shortlist: dict[str, Any] | None = None
 
 
 def sha256_of(path: Path) -> str:

@@ -100,10 +100,14 @@ class Translator:
         """A Search ready to join a DecodeBatch; with `target`, forced decoding of that target."""
         if target is not None:
             return Search(self.encode(text, "source"), options, forced=self.encode(target, "target"))
+        shortlist = self.engine.shortlist
         if self.protector is None:
-            return Search(self.encode(text, "source"), options)
-        protected = self.protector.protect(normalise(text))
-        return Search(self.encode(protected.text, "source"), options, protected=protected.originals)
+            source, originals = self.encode(text, "source"), ()
+        else:
+            protected = self.protector.protect(normalise(text))
+            source, originals = self.encode(protected.text, "source"), protected.originals
+        candidates = None if shortlist is None else shortlist.candidates(source)
+        return Search(source, options, protected=originals, candidates=candidates)
 
     def result(self, text: str, search: Search, replace_unk: bool = False) -> Translation:
         source_tokens = self.tokenizer.pieces(search.source)
