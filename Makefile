@@ -45,7 +45,10 @@ data: $(VENV)/.dev
 	$(BIN)/attnmt data gettext $(SOFTWARE)
 	$(BIN)/attnmt data mix $(MIXED) $(DATA):2 $(SOFTWARE):1 --dev-max 500
 
+# Two stages: the Bible alone (about two hours), then both domains from it with a joint
+# vocabulary (about two hours more; model/transfer.py carries the weights over).
 train: $(VENV)/.dev
+	$(BIN)/attnmt train --config model/configs/rnnsearch-es-en-bible.yaml --run $(RUN)-bible
 	$(BIN)/attnmt train --config $(CONFIG) --run $(RUN)
 
 export: $(VENV)/.dev

@@ -94,7 +94,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
             raise SystemExit("attnmt translate: give --model DIR (offline) or --server HOST:PORT")
         from .engine import Engine, EngineOptions
         from .translator import Translator
-        translator = Translator(Engine(args.model, EngineOptions(device=args.device)), max_tokens=10_000)
+        translator = Translator(Engine(args.model, EngineOptions(device=args.device, shortlist=args.shortlist)), max_tokens=10_000)
         translations = []
         batch = 4096        # decode_all sorts each chunk by length: big chunks keep batches full
         progress = sys.stderr.isatty() and len(texts) > batch
@@ -140,6 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("text", nargs="*", help="sentences (default: read --input or stdin, one per line)")
     p.add_argument("--model", type=Path, help="model directory (offline)")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--no-shortlist", dest="shortlist", action="store_false",
+                   help="offline: ignore the model's lexical shortlist (full vocabulary at every step)")
     p.add_argument("--server", help="HOST:PORT of an attnmt server")
     p.add_argument("--model-name", default="", help="with --server: which served model")
     p.add_argument("--timeout", type=float, default=60.0)

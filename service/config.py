@@ -55,6 +55,8 @@ class Settings(BaseSettings):
     allow_spinning: bool = Field(False, description="ORT worker threads spin between steps (faster steps alone, "
                                                     "but they compete with the event loop for the cores)")
     warmup: bool = Field(True, description="translate one sentence per model before reporting SERVING")
+    shortlist: bool = Field(True, description="use a model's lexical shortlist when it has one (each sentence's "
+                                              "output layer over its candidate pieces; BLEU change in its manifest)")
 
     # --- scheduling ---
     batching: Literal["continuous", "request"] = Field(

@@ -50,7 +50,8 @@ class Server:
     def _load_models(self) -> None:
         s = self.settings
         options = EngineOptions(device=s.device, intra_op_threads=s.intra_op_threads, inter_op_threads=s.inter_op_threads,
-                                optimization=s.graph_optimization, allow_spinning=s.allow_spinning)
+                                optimization=s.graph_optimization, allow_spinning=s.allow_spinning,
+                                shortlist=s.shortlist)
         limits = SchedulerLimits(max_batch_rows=s.max_batch_rows, max_batch_tokens=s.max_batch_tokens,
                                  max_queue=s.max_queue, max_queue_delay=s.max_queue_delay_ms / 1000,
                                  retry_after=s.retry_after_seconds, continuous=s.batching == "continuous")
