@@ -142,7 +142,8 @@ def export_graphs(model: RNNsearch, out_dir: Path, files: dict[str, str], opset:
                                         "src_mask": per_sentence, "memory_index": {0: "rows"}})
 
 
-def from_corpus(tokenizer: Path, data_dir: Path, src_lang: str, tgt_lang: str) -> tuple[np.ndarray, np.ndarray]:
+def from_corpus(tokenizer: Path, data_dir: Path, src_lang: str, tgt_lang: str, frequent: int = FREQUENT,
+                per_source: int = PER_SOURCE) -> tuple[np.ndarray, np.ndarray]:
     """Build the shortlist from a data directory's training split."""
     from .data import corpus_files, read_parallel
     from .tokenizer import BOS_ID, PAD_ID, Tokenizer
@@ -150,4 +151,4 @@ def from_corpus(tokenizer: Path, data_dir: Path, src_lang: str, tgt_lang: str) -
     tok = Tokenizer(tokenizer)
     pairs = list(read_parallel(*corpus_files(data_dir, "train", src_lang, tgt_lang)))
     return build([tok.encode(s) for s, _ in pairs], [tok.encode(t) for _, t in pairs], len(tok),
-                 exclude=[PAD_ID, BOS_ID])
+                 exclude=[PAD_ID, BOS_ID], frequent=frequent, per_source=per_source)

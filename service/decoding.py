@@ -30,10 +30,14 @@ import numpy as np
 from .engine import Engine
 from .errors import InvalidInput
 from .search import select_beams
-from .shortlist import union_bias
+from .shortlist import Union
 from .slots import Memory, Rows
 
 GREEDY, FORCED, BEAM = 0, 1, 2
+# The shortlist graph runs while the batch's union of candidates is at most this share of the
+# vocabulary: measured on 2 cores, a union of 40-50 % (64 Bible verses) is slower than the full
+# output layer, one sentence's ~11 % is 1.6x faster.
+UNION_SHARE = 0.25
 
 
 @dataclass(frozen=True)
@@ -137,6 +141,8 @@ class DecodeBatch:
         self._owner: list[Search | None] = []     # row -> its sentence
         self._device_memory: tuple | None = None  # (version, OrtValues) with IO binding
         self._choice: tuple | None = None         # (memory version, candidates, bias per memory slot)
+        self._union: Union | None = None          # the shortlists' union, kept across steps
+        self._masks: dict[int, np.ndarray] = {}   # search id -> its shortlist as a bias over the vocabulary
 
     def __len__(self) -> int:
         return len(self.searches)
@@ -232,23 +238,33 @@ class DecodeBatch:
 
     def _vocabulary(self) -> tuple[np.ndarray | None, np.ndarray | None]:
         """(candidates, vocab_bias per memory slot) for this batch's sentences; recomputed only
-        when sentences join or leave. Every row is confined to its own sentence's set
-        (service/shortlist.py), so the shortlist never makes a row depend on its batch-mates."""
+        when sentences join or leave. A shortlisted sentence's rows are confined to its own
+        candidates whichever graph runs (service/shortlist.py), so its output never depends on
+        its batch-mates: the shortlist graph over the union while the union is small, else the
+        full graph with each row masked (the union of many sentences covers much of the
+        vocabulary, and gathering it costs more than it saves: docs/benchmarks.md)."""
         key = (self.memory.version, self.memory.n)
         if self._choice is not None and self._choice[0] == key:
             return self._choice[1], self._choice[2]
         by_slot = sorted(self.searches, key=lambda s: s.slot)
-        shortlisted = [s.candidates is not None for s in by_slot]
+        listed = {s.id: s.candidates for s in by_slot if s.candidates is not None}
         candidates = bias = None
-        if all(shortlisted):
-            candidates, bias = union_bias([s.candidates for s in by_slot])         # C, N x C
-        elif any(shortlisted):             # e.g. a forced alignment joined: the full vocabulary, rows masked
-            bias = np.repeat(self.engine.default_bias, len(by_slot), axis=0)       # N x V
-            for slot, search in enumerate(by_slot):
-                if search.candidates is not None:
-                    outside = np.ones(self.engine.vocab_size, dtype=bool)
-                    outside[search.candidates] = False
-                    bias[slot, outside] = -np.inf
+        if len(listed) == len(by_slot):
+            if self._union is None:
+                self._union = Union(self.engine.vocab_size)
+            self._union.update(listed)
+            if len(self._union.candidates) <= UNION_SHARE * self.engine.vocab_size:
+                candidates, bias = self._union.candidates, self._union.bias([s.id for s in by_slot])  # C, N x C
+        if listed and candidates is None:
+            for gone in self._masks.keys() - listed.keys():
+                del self._masks[gone]
+            for i, ids in listed.items():
+                if i not in self._masks:
+                    row = np.full(self.engine.vocab_size, -np.inf, dtype=np.float32)
+                    row[ids] = 0.0
+                    self._masks[i] = row
+            default = self.engine.default_bias[0]
+            bias = np.stack([self._masks.get(s.id, default) for s in by_slot])   # N x V
         self._choice = (key, candidates, bias)
         return candidates, bias
 

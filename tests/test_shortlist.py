@@ -133,3 +133,28 @@ def test_shortlist_change_is_measured(listed_model, tmp_path):
     report = shortlist_change(model, data)
     assert {"full", "shortlist", "bleu_change", "mean_candidates"} <= set(report)
     assert load_manifest(model).shortlist["dev"]["bleu_change"] == report["bleu_change"]
+
+
+def test_the_union_graph_and_the_masked_full_vocabulary_give_the_same_translation(listed_model, monkeypatch):
+    import attnmt.service.decoding as decoding
+    from attnmt.service.decoding import DecodeBatch, SearchOptions
+    from attnmt.service.translator import Translator
+    _, listed = engines(listed_model)
+    translator = Translator(listed)
+    sentences = [s for s, _ in synthetic_corpus(12, seed=4)]
+    results = {}
+    for share in (1.0, 0.0):                  # always the shortlist graph / always the full one, masked
+        monkeypatch.setattr(decoding, "UNION_SHARE", share)
+        batch = DecodeBatch(listed)
+        batch.add([translator.search(s, SearchOptions()) for s in sentences])
+        candidates, bias = batch._vocabulary()
+        if share:
+            assert candidates is not None and bias.shape == (12, len(candidates))
+        else:
+            assert candidates is None and bias.shape == (12, listed.vocab_size)
+        by_slot = sorted(batch.searches, key=lambda s: s.slot)
+        assert [np.isfinite(row).sum() for row in bias] == [len(s.candidates) for s in by_slot]
+        results[share] = translator.translate(sentences, SearchOptions())
+    for a, b in zip(results[1.0], results[0.0]):
+        assert a.best.text == b.best.text
+        np.testing.assert_allclose(a.best.token_log_probs, b.best.token_log_probs, atol=1e-5)
