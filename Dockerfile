@@ -1,7 +1,7 @@
 # attnmt serving image: `attnmt serve` with the bundled Spanish→English model.
 #
-#   docker build -t attnmt:0.1.0 .                                 # CPU: onnxruntime
-#   docker build --build-arg ORT=gpu -t attnmt:0.1.0-gpu .         # CUDA: onnxruntime-gpu + NVIDIA pip libraries
+#   docker build --platform linux/amd64 -t attnmt:0.1.0 .                           # CPU: onnxruntime
+#   docker build --platform linux/amd64 --build-arg ORT=gpu -t attnmt:0.1.0-gpu .   # CUDA: + NVIDIA pip libraries
 #   docker run --rm -p 50051:50051 -p 8002:8002 attnmt:0.1.0
 #
 # linux/amd64: pyproject selects onnxruntime-gpu there, which this build relies on.

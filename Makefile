@@ -10,7 +10,7 @@ MIXED ?= data/es-en
 RUN ?= runs/rnnsearch-es-en
 CONFIG ?= model/configs/rnnsearch-es-en.yaml
 
-.PHONY: serve test install data train export evaluate bench stubs clean
+.PHONY: serve test install data train export export-needs-a-run evaluate bench soak stubs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,7 +31,8 @@ install: $(VENV)/.dev
 serve: $(VENV)/.runtime
 	$(BIN)/attnmt serve --model $(MODEL)
 
-# promtool (Debian `prometheus`) checks the live /metrics scrape and the alert rules.
+# Debian `prometheus`: promtool checks the live /metrics scrape and the alert rules, and
+# the prometheus server scrapes a live attnmt serve in tests/test_prometheus_live.py.
 test: $(VENV)/.dev
 	@command -v promtool >/dev/null || (apt-get update -qq && apt-get install -y -qq prometheus >/dev/null) \
 		|| echo "promtool could not be installed: the promtool checks will be skipped"
@@ -51,8 +52,17 @@ train: $(VENV)/.dev
 	$(BIN)/attnmt train --config model/configs/rnnsearch-es-en-bible.yaml --run $(RUN)-bible
 	$(BIN)/attnmt train --config $(CONFIG) --run $(RUN)
 
-export: $(VENV)/.dev
+# Refused without a run (checked before anything is installed): a newcomer has none,
+# and the bundled model in $(MODEL) is already exported.
+export: export-needs-a-run $(VENV)/.dev
 	$(BIN)/attnmt export --run $(RUN) --out $(MODEL)
+	# quality-estimation weights fitted on the dev books, into the model's manifest
+	$(BIN)/attnmt fit-quality --model $(MODEL) --data $(DATA)
+
+export-needs-a-run:
+	@test -f $(RUN)/best.pt || { echo "make export: no trained run in $(RUN) (no best.pt); \
+	\`make train\` makes one (hours). \`make serve\` and \`docker build\` need no export: \
+	they use the model already in $(MODEL)." >&2; exit 2; }
 
 evaluate: $(VENV)/.dev
 	$(BIN)/attnmt evaluate --model $(MODEL) --data $(DATA)
@@ -65,6 +75,12 @@ bench: $(VENV)/.dev
 	$(BIN)/attnmt bench engine --model $(MODEL) --data $(DATA)
 	$(BIN)/attnmt bench offline --model $(MODEL) --data $(DATA)
 	$(BIN)/attnmt bench serving --model $(MODEL) --data $(DATA)
+
+# Not in CI: 10 minutes at half capacity with a mixed load (service/soak.py); fails if resident
+# memory grows 5 % or more, or any call ends with an outcome its kind does not allow.
+# `attnmt bench overload` (service/overload.py) is the overload figure, run by hand.
+soak: $(VENV)/.dev
+	$(BIN)/attnmt bench soak --model $(MODEL) --data $(DATA) --duration 600
 
 stubs: $(VENV)/.dev
 	$(BIN)/python -m attnmt.service.stubs_gen

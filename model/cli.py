@@ -75,12 +75,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--threads", type=int, default=0, help="threads for both runtimes (0: their defaults)")
     b.add_argument("--json", type=Path, help="also write the report here")
     b.set_defaults(func=cmd_bench_engine)
-    b = bench.add_parser("server", help="continuous vs request-level batching under closed-loop load")
+    b = bench.add_parser("server", help="continuous vs request-level batching: closed-loop concurrency sweep and "
+                                        "open-loop Poisson arrivals; table, JSON and a plot")
     b.add_argument("--model", type=Path, required=True)
     b.add_argument("--data", type=Path, required=True, help="data directory with the test split")
-    b.add_argument("--concurrency", type=int, default=16)
-    b.add_argument("--requests", type=int, default=300)
+    b.add_argument("--concurrency", type=_numbers(int), default=(1, 4, 16, 64, 128),
+                   help="closed-loop clients, comma-separated (default 1,4,16,64,128)")
+    b.add_argument("--loads", type=_numbers(float), default=(0.5, 0.7, 0.9),
+                   help="open-loop rates as fractions of request-level capacity (default 0.5,0.7,0.9)")
+    b.add_argument("--rates", type=_numbers(float), help="open-loop rates in sentences/s instead of --loads")
+    b.add_argument("--requests", type=int, default=400, help="calls per point")
+    b.add_argument("--sentences", type=int, help="test sentences used, evenly spaced (default: all)")
+    b.add_argument("--seed", type=int, default=1, help="sentence order and arrival traces")
     b.add_argument("--beam", type=int, default=1)
+    b.add_argument("--set", action="append", default=[], metavar="SETTING=VALUE",
+                   help="a server setting for both modes (repeatable), e.g. intra_op_threads=1")
+    b.add_argument("--plot", type=Path, help="write the plot (PNG) here")
     b.add_argument("--json", type=Path, help="also write the report here")
     b.set_defaults(func=cmd_bench_server)
     b = bench.add_parser("offline", help="`attnmt translate` vs Apertium as processes; beam vs greedy in-process, "
@@ -97,6 +107,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--set", action="append", default=[], metavar="SETTING=VALUE",
                    help="a server setting other than its default (repeatable), e.g. intra_op_threads=1")
     b.set_defaults(func=cmd_bench_serving)
+    b = bench.add_parser("glossary", help="a glossary file on the test split: occurrences honoured (present and "
+                                          "aligned), BLEU/chrF without and with it (no torch)")
+    _measure_arguments(b)
+    b.add_argument("--glossary", type=Path, default=_REPO / "tests" / "data" / "glossary-bible.tsv",
+                   help="TSV glossary (default: tests/data/glossary-bible.tsv)")
+    b.add_argument("--beam", type=int, default=5)
+    b.set_defaults(func=cmd_bench_glossary)
+    b = bench.add_parser("quality", help="quality estimation on the test split: Spearman with sentence chrF, AUROC "
+                                         "for the worst 10 %%, Align true vs mismatched references (no torch)")
+    _measure_arguments(b)
+    b.add_argument("--beam", type=int, default=5)
+    b.add_argument("--table", type=Path, help="also write the Markdown table here")
+    b.set_defaults(func=cmd_bench_quality)
 
 
 _REPO = Path(__file__).resolve().parent.parent
@@ -109,6 +132,14 @@ def _bench_arguments(b: argparse.ArgumentParser) -> None:
                    help="data directory with the test split (default: data/bible)")
     b.add_argument("--sentences", type=int, help="use this many test sentences, evenly spaced (default: all)")
     b.add_argument("--repeats", type=int, default=5)
+    b.add_argument("--json", type=Path, help="also write the report here")
+
+
+def _measure_arguments(b: argparse.ArgumentParser) -> None:
+    b.add_argument("--model", type=Path, default=_REPO / "models" / "rnnsearch-es-en",
+                   help="model directory (default: the bundled model)")
+    b.add_argument("--data", type=Path, default=_REPO / "data" / "bible",
+                   help="data directory with the test split (default: data/bible)")
     b.add_argument("--json", type=Path, help="also write the report here")
 
 
@@ -207,13 +238,21 @@ def cmd_bench_engine(args: argparse.Namespace) -> int:
     return main(args.model, args.data, args.sentences, args.repeats, args.threads, args.json)
 
 
+def _numbers(kind):
+    """An argparse type: comma-separated numbers."""
+    return lambda text: tuple(kind(x) for x in text.split(",") if x.strip())
+
+
 def cmd_bench_server(args: argparse.Namespace) -> int:
-    from attnmt.service.loadtest import bench_server, format_table
+    from attnmt.service.bench_server import bench_server, format_bench_server, plot_bench_server
 
     from .bench import source_sentences
-    report = bench_server(args.model, source_sentences(args.model, args.data), args.concurrency, args.requests,
-                          args.beam)
-    return _bench_report(report, format_table(report), args.json)
+    report = bench_server(args.model, source_sentences(args.model, args.data, args.sentences), args.concurrency,
+                          args.loads, args.rates, args.requests, args.beam, args.seed,
+                          settings=dict(item.split("=", 1) for item in args.set))
+    if args.plot:
+        plot_bench_server(report, args.plot)
+    return _bench_report(report, format_bench_server(report), args.json)
 
 
 def cmd_bench_offline(args: argparse.Namespace) -> int:
@@ -230,6 +269,22 @@ def cmd_bench_serving(args: argparse.Namespace) -> int:
     settings = dict(item.split("=", 1) for item in args.set)
     report = bench_serving(args.model, sentences, args.repeats, args.concurrency, args.latency_sentences, settings)
     return _bench_report(report, format_serving(report), args.json)
+
+
+def cmd_bench_glossary(args: argparse.Namespace) -> int:
+    # Serving-side measurements: the handler dispatches to service/ (the model directory is the contract).
+    from attnmt.service.glossary_bench import bench_glossary, format_glossary
+    report = bench_glossary(args.model, args.data, args.glossary, beam=args.beam)
+    return _bench_report(report, format_glossary(report), args.json)
+
+
+def cmd_bench_quality(args: argparse.Namespace) -> int:
+    from attnmt.service.quality_fit import bench_quality, format_quality
+    report = bench_quality(args.model, args.data, beam=args.beam)
+    table = format_quality(report)
+    if args.table:
+        args.table.write_text(table + "\n", encoding="utf-8")
+    return _bench_report(report, table, args.json)
 
 
 def _bench_report(report: dict, table: str, out: Path | None) -> int:

@@ -1,6 +1,6 @@
 """`attnmt`: one command, subcommands for both worlds.
 
-Serving-side commands (serve, translate) live here; the training-side ones
+Serving-side commands (serve, translate, fit-quality) live here; the training-side ones
 (data, train, export, evaluate, bench) are registered from `attnmt.model.cli`,
 which imports torch only inside its handlers.
 """
@@ -52,7 +52,28 @@ def hypothesis_json(hyp, threshold: float | None) -> dict:
             "alignment": [[round(float(w), 5) for w in row] for row in hyp.alignment],
             "source_words": hyp.source_words, "target_words": hyp.target_words,
             "word_alignment": [[round(float(w), 5) for w in row] for row in hyp.word_alignment],
-            "hard": pharaoh(hyp.hard_alignment(threshold))}
+            "hard": pharaoh(hyp.hard_alignment(threshold)), **quality_json(hyp),
+            "glossary": [vars(m) for m in hyp.glossary]}
+
+
+def quality_json(hyp) -> dict:
+    q = hyp.quality
+    if q is None:
+        return {}
+    return {"quality": {"score": round(q.score, 4), **{k: round(v, 4) for k, v in q.features.items()},
+                        "words": [[round(w.mean_log_prob, 4), round(w.min_log_prob, 4), w.pieces] for w in q.words]},
+            "suspect": q.suspect}
+
+
+def _glossary_file(args: argparse.Namespace):
+    """--glossary FILE as (source, target) pairs, or None."""
+    if not args.glossary:
+        return None
+    from .glossary import read_tsv
+    try:
+        return [(e.source, e.target) for e in read_tsv(args.glossary)]
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"attnmt translate: --glossary: {e}")
 
 
 def print_heatmap(hyp, out=sys.stdout) -> None:
@@ -74,32 +95,92 @@ def _read_inputs(args: argparse.Namespace) -> list[str]:
     return [line.rstrip("\n") for line in stream]
 
 
+def _client(args: argparse.Namespace):
+    from .client import Client
+    read = lambda path: open(path, "rb").read() if path else None  # noqa: E731
+    tls = {"root_certificates": read(args.tls_ca), "private_key": read(args.tls_key),
+           "certificate_chain": read(args.tls_cert)} if args.tls_ca else {}
+    return Client(args.server, timeout=args.timeout, **tls)
+
+
+def _translator(args: argparse.Namespace):
+    if not args.model:
+        raise SystemExit("attnmt translate: give --model DIR (offline) or --server HOST:PORT")
+    from .engine import Engine, EngineOptions
+    from .translator import Translator
+    engine = Engine(args.model, EngineOptions(device=args.device, shortlist=args.shortlist))
+    return Translator(engine, max_tokens=10_000)
+
+
+def document_json(document, threshold: float | None) -> dict:
+    """A document with its sentences; word spans are [start, end) code points of the
+    input (source) and of `text` (target, best hypothesis)."""
+    sentences = []
+    for s in document.sentences:
+        hypotheses = [{**hypothesis_json(h, threshold), "target_word_spans": spans}
+                      for h, spans in zip(s.translation.hypotheses, s.target_word_spans)]
+        sentences.append({"source": list(s.source), "target": list(s.target),
+                          "source_word_spans": [list(span) for span in s.source_word_spans],
+                          "hypotheses": hypotheses})
+    return {"source": document.source, "text": document.text, "sentences": sentences}
+
+
+def cmd_translate_documents(args: argparse.Namespace) -> int:
+    """--html / --split-sentences: each argument, or else the whole input, is one document,
+    written back whole (its line breaks kept)."""
+    if args.text:
+        entries = args.text
+    else:
+        stream = sys.stdin if args.input in (None, "-") else open(args.input, encoding="utf-8")
+        entries = [stream.read()]
+    options = _options(args)
+    if args.server:
+        with _client(args) as client:
+            documents = client.translate_documents(entries, options, html=args.html,
+                                                   split_sentences=args.split_sentences, threshold=args.threshold,
+                                                   replace_unk=args.replace_unk, model=args.model_name)
+    else:
+        from .documents import translate_documents
+        documents = translate_documents(_translator(args), entries, args.html, args.split_sentences, options,
+                                        replace_unk=args.replace_unk)
+    out = open(args.output, "w", encoding="utf-8") if args.output not in (None, "-") else sys.stdout
+    for document in documents:
+        if args.json:
+            print(json.dumps(document_json(document, args.threshold), ensure_ascii=False), file=out)
+        else:
+            out.write(document.text if document.text.endswith("\n") else document.text + "\n")
+    out.flush()
+    return 0
+
+
 def cmd_translate(args: argparse.Namespace) -> int:
+    if args.html or args.split_sentences:
+        return cmd_translate_documents(args)
     texts = _read_inputs(args)
     options = _options(args)
     to_terminal = args.output in (None, "-") and sys.stdout.isatty()
     picture = bool(args.plot) or (to_terminal and len(texts) == 1 and not args.json)
     if args.server:
-        from .client import Client
-        read = lambda path: open(path, "rb").read() if path else None  # noqa: E731
-        tls = {"root_certificates": read(args.tls_ca), "private_key": read(args.tls_key),
-               "certificate_chain": read(args.tls_cert)} if args.tls_ca else {}
-        with Client(args.server, timeout=args.timeout, **tls) as client:
-            # The heatmap and --plot need α even when no alignment is printed.
-            wanted = "soft" if picture and args.alignment == "none" else args.alignment
+        with _client(args) as client:
+            # The heatmap, --plot and --json need α even when no alignment is printed.
+            wanted = "soft" if (picture or args.json) and args.alignment == "none" else args.alignment
             translations = client.translate(texts, options, alignment=wanted, threshold=args.threshold,
-                                            replace_unk=args.replace_unk, model=args.model_name)
+                                            replace_unk=args.replace_unk, model=args.model_name,
+                                            glossary=_glossary_file(args), glossary_name=args.glossary_name)
     else:
-        if not args.model:
-            raise SystemExit("attnmt translate: give --model DIR (offline) or --server HOST:PORT")
-        from .engine import Engine, EngineOptions
-        from .translator import Translator
-        translator = Translator(Engine(args.model, EngineOptions(device=args.device, shortlist=args.shortlist)), max_tokens=10_000)
+        if args.glossary_name:
+            raise SystemExit("attnmt translate: --glossary-name names a glossary stored on a server (--server); "
+                             "offline, give the file with --glossary")
+        from .glossary import Entry, Glossary
+        terms = _glossary_file(args)
+        glossary = Glossary([Entry(s, t) for s, t in terms]) if terms else None
+        translator = _translator(args)
         translations = []
         batch = 4096        # decode_all sorts each chunk by length: big chunks keep batches full
         progress = sys.stderr.isatty() and len(texts) > batch
         for start in range(0, len(texts), batch):
-            translations += translator.translate(texts[start:start + batch], options, replace_unk=args.replace_unk)
+            translations += translator.translate(texts[start:start + batch], options, replace_unk=args.replace_unk,
+                                                 glossary=glossary)
             if progress:
                 print(f"\r{len(translations)}/{len(texts)} sentences", end="", file=sys.stderr, flush=True)
         if progress:
@@ -117,6 +198,12 @@ def cmd_translate(args: argparse.Namespace) -> int:
     if args.plot and translations:
         from .plotting import plot_alignment
         plot_alignment(translations[0].best, Path(args.plot), title=translations[0].source[:80])
+    return 0
+
+
+def cmd_fit_quality(args: argparse.Namespace) -> int:
+    from .quality_fit import fit_quality
+    print(json.dumps(fit_quality(args.model, args.data, args.split, args.beam)))
     return 0
 
 
@@ -151,11 +238,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-i", "--input", help="input file, one sentence a line ('-': stdin)")
     p.add_argument("-o", "--output", help="output file ('-': stdout)")
     p.add_argument("--plot", help="write the first sentence's alignment heatmap (PNG)")
+    p.add_argument("--html", action="store_true", help="the input is HTML; tags are placed by the alignment "
+                   "(each argument, or the whole input, is one document)")
+    p.add_argument("--split-sentences", action="store_true", help="each argument, or the whole input, is a "
+                   "document: split into sentences, translated, reassembled with its whitespace and line breaks")
+    p.add_argument("--glossary", type=Path, help="TSV file of terms (source<TAB>target a line) that must come "
+                   "out as given; --json shows which were applied")
+    p.add_argument("--glossary-name", default="", help="with --server: a glossary stored on the server")
     _search_arguments(p)
     p.set_defaults(func=cmd_translate)
 
+    p = sub.add_parser("fit-quality", help="fit a model's quality-estimation weights on its dev split and write "
+                                           "them into its manifest (needs sacrebleu)")
+    p.add_argument("--model", type=Path, required=True, help="model directory (its manifest.json is updated)")
+    p.add_argument("--data", type=Path, required=True, help="data directory with the dev split")
+    p.add_argument("--split", default="dev", help="never the test split: the score is measured there")
+    p.add_argument("--beam", type=int, default=5, help="the search whose output is scored (the server default: 5)")
+    p.set_defaults(func=cmd_fit_quality)
+
     from attnmt.model.cli import register
     register(sub)
+    from .overload import register as register_load_benches    # bench overload, bench soak
+    register_load_benches(sub)
     return parser
 
 

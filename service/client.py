@@ -21,21 +21,63 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from .decoding import SearchOptions
+from .glossary import Match as GlossaryMatch
+from .quality import FEATURES as QUALITY_FEATURES
+from .quality import Quality, WordQuality
+from .documents import Document, SentenceResult
 from .stubs import translator_pb2 as pb
 from .stubs import translator_pb2_grpc as pb_grpc
 from .translator import Hypothesis, Translation
 
 
+def quality_from_pb(h: pb.Hypothesis) -> Quality | None:
+    if not h.HasField("quality"):
+        return None
+    q = h.quality
+    return Quality(q.score, h.suspect, {name: getattr(q, name) for name in QUALITY_FEATURES},
+                   tuple(WordQuality(w.mean_log_prob, w.min_log_prob, w.pieces) for w in q.words))
+
+
 def _hypothesis(h: pb.Hypothesis, source_tokens: list[str]) -> Hypothesis:
     rows = [list(r.weights) for r in h.alignment.rows]
     alignment = np.array(rows, dtype=np.float32) if rows else np.zeros((0, len(source_tokens)), dtype=np.float32)
+    glossary = [GlossaryMatch(m.entry, m.source, m.target, m.source_start, m.source_end, m.target_start,
+                              m.target_end, m.changed) for m in h.glossary_applied]
     return Hypothesis(text=h.text, target_tokens=list(h.target_tokens), token_log_probs=list(h.token_log_probs),
-                      log_prob=h.log_prob, score=h.score, alignment=alignment, source_tokens=source_tokens)
+                      log_prob=h.log_prob, score=h.score, alignment=alignment, source_tokens=source_tokens,
+                      glossary=glossary, computed_quality=quality_from_pb(h))
+
+
+def glossary_pb(glossary: Iterable[tuple[str, str]] | dict[str, str] | None) -> list[pb.GlossaryEntry]:
+    """GlossaryEntry messages from (source, target) pairs or a {source: target} dict."""
+    pairs = glossary.items() if isinstance(glossary, dict) else (glossary or ())
+    return [pb.GlossaryEntry(source=s, target=t) for s, t in pairs]
 
 
 def translation_from_pb(source: str, t: pb.Translation) -> Translation:
     tokens = list(t.source_tokens)
     return Translation(source, tokens, [_hypothesis(h, tokens) for h in t.hypotheses])
+
+
+def document_from_pb(source: str, t: pb.Translation) -> Document:
+    """An entry sent with `format` or `split_sentences`: a document (one sentence when it
+    was plain and not split), every word with its character offsets."""
+    def spans(values) -> list[tuple[int, int]]:
+        return [(s.start, s.end) for s in values]
+
+    def sentence(source_span, target_span, message: pb.Translation) -> SentenceResult:
+        translation = translation_from_pb(source[source_span[0]:source_span[1]], message)
+        return SentenceResult(source_span, target_span, translation, spans(message.source_word_spans),
+                              [spans(h.target_word_spans) for h in message.hypotheses])
+    if t.sentences:
+        return Document(source, t.text, [sentence((s.source.start, s.source.end), (s.target.start, s.target.end),
+                                                  s.translation) for s in t.sentences])
+    if not t.hypotheses:
+        return Document(source, t.text, [])
+    return Document(source, t.text, [sentence((0, len(source)), (0, len(t.text)), t)])
+
+
+FORMATS = {"plain": pb.TEXT_FORMAT_PLAIN, "html": pb.TEXT_FORMAT_HTML}
 
 
 def options_pb(options: SearchOptions, alignment: str = "soft", threshold: float | None = None,
@@ -115,15 +157,32 @@ class Client:
 
     def translate(self, texts: list[str], options: SearchOptions | None = None, *, alignment: str = "soft",
                   threshold: float | None = None, replace_unk: bool = False, model: str = "",
+                  glossary: Iterable[tuple[str, str]] | dict[str, str] | None = None, glossary_name: str = "",
                   **option_values) -> list[Translation]:
-        """Translate sentences; soft alignment (the default) lets words and hard links be derived locally."""
+        """Translate sentences; soft alignment (the default) lets words and hard links be derived locally.
+        `glossary`: (source, target) terms or {source: target}; `glossary_name`: one stored on the server.
+        Each hypothesis carries `quality` and the `glossary` matches applied to it."""
         options = options or SearchOptions(**option_values)
         # Ask for piece-level α whatever the display wants: words and hard links derive from it.
         wire_alignment = "soft" if alignment != "none" else "none"
         request = pb.TranslateRequest(sentences=texts, model=model,
-                                      options=options_pb(options, wire_alignment, threshold, replace_unk))
+                                      options=options_pb(options, wire_alignment, threshold, replace_unk),
+                                      glossary=glossary_pb(glossary), glossary_name=glossary_name)
         response = self._call(self.stub.Translate, request)
         return [translation_from_pb(s, t) for s, t in zip(texts, response.translations)]
+
+    def translate_documents(self, texts: list[str], options: SearchOptions | None = None, *, html: bool = False,
+                            split_sentences: bool = True, alignment: str = "soft", threshold: float | None = None,
+                            replace_unk: bool = False, model: str = "", **option_values) -> list[Document]:
+        """Translate paragraphs or documents (split_sentences) and/or HTML (html): each comes
+        back whole, with its sentences, their alignments and every word's character offsets."""
+        options = options or SearchOptions(**option_values)
+        request = pb.TranslateRequest(sentences=texts, model=model, split_sentences=split_sentences,
+                                      format=FORMATS["html" if html else "plain"],
+                                      options=options_pb(options, "none" if alignment == "none" else "soft",
+                                                          threshold, replace_unk))
+        response = self._call(self.stub.Translate, request)
+        return [document_from_pb(s, t) for s, t in zip(texts, response.translations)]
 
     def align(self, source: str, target: str, model: str = "") -> Translation:
         response = self._call(self.stub.Align, pb.AlignRequest(source=source, target=target, model=model,
@@ -132,16 +191,24 @@ class Client:
         return Translation(source, tokens, [_hypothesis(response.hypothesis, tokens)])
 
     def stream(self, items: Iterable[tuple[str, str]], options: SearchOptions | None = None, model: str = "",
-               alignment: str = "none") -> Iterator[tuple[str, Translation | pb.Error]]:
-        """Bulk translation: (id, sentence) in, (id, Translation or Error) out as each finishes."""
+               alignment: str = "none", html: bool = False, split_sentences: bool = False,
+               glossary: Iterable[tuple[str, str]] | dict[str, str] | None = None,
+               glossary_name: str = "") -> Iterator[tuple[str, Translation | Document | pb.Error]]:
+        """Bulk translation: (id, sentence) in, (id, Translation or Error) out as each finishes.
+        With `html` or `split_sentences` each item is a document and comes back as a Document."""
+        documents = html or split_sentences
         options = options or SearchOptions()
+        terms = glossary_pb(glossary)
         sources: dict[str, str] = {}
 
         def requests():
             first = True
             for key, sentence in items:
                 sources[key] = sentence
-                message = pb.StreamRequest(id=key, sentence=sentence)
+                message = pb.StreamRequest(id=key, sentence=sentence, glossary=terms, glossary_name=glossary_name)
+                if documents:
+                    message.format = FORMATS["html" if html else "plain"]
+                    message.split_sentences = split_sentences
                 if first:
                     message.model = model
                     message.options.CopyFrom(options_pb(options, alignment))
@@ -151,6 +218,8 @@ class Client:
         for response in self.stub.TranslateStream(requests(), timeout=self.timeout):
             if response.HasField("error"):
                 yield response.id, response.error
+            elif documents:
+                yield response.id, document_from_pb(sources.get(response.id, ""), response.translation)
             else:
                 yield response.id, translation_from_pb(sources.get(response.id, ""), response.translation)
 

@@ -88,14 +88,43 @@ class Settings(BaseSettings):
     max_concurrent_streams: int = Field(100, ge=1, description="concurrent RPCs per client connection "
                                         "(HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS)")
     max_stream_in_flight: int = Field(64, ge=1, description="sentences one TranslateStream call may have in flight")
+    max_document_chars: int = Field(50_000, ge=1, description="characters in one entry sent with split_sentences "
+                                    "or as HTML (its sentences each keep max_chars_per_sentence)")
+    max_document_sentences: int = Field(256, ge=1, description="sentences one such entry may split into")
 
-    log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="logging level")
+    # --- glossaries ---
+    glossaries: Annotated[dict[str, Path], NoDecode] = Field(
+        default_factory=dict, description="named glossaries requests use by `glossary_name`: name -> TSV file "
+                                          "(source<TAB>target a line, '#' comments), read at start-up "
+                                          "(env: name=FILE,name=FILE)")
+    max_glossary_entries: int = Field(1000, ge=0, description="entries a request's own glossary may have "
+                                                              "(named glossaries are not limited)")
+
+    log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="logging level; debug "
+                                                                    "adds one line per Translator call")
+    log_format: Literal["text", "json"] = Field("text", description="log lines as text or one JSON object each "
+                                                "(time, level, logger, message; request lines add trace id, "
+                                                "model, status and timings)")
+    tracing: bool = Field(False, description="OpenTelemetry traces of Translator calls over OTLP (pip install "
+                                             "'attnmt[otel]'; endpoint, sampler, service name from OTEL_* variables)")
+    fault_injection: str = Field("", description="tests only: faults to inject into the decode path, e.g. "
+                                 "'poison=WORD;die_on=WORD;step_delay_ms=N' (service/faults.py); empty: none")
 
     @field_validator("models", mode="before")
     @classmethod
     def _split_models(cls, value: Any) -> Any:
         if isinstance(value, str):
             return [p.strip() for p in value.split(",") if p.strip()]
+        return value
+
+    @field_validator("glossaries", mode="before")
+    @classmethod
+    def _split_glossaries(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            pairs = [item.split("=", 1) for item in value.split(",") if item.strip()]
+            if any(len(pair) != 2 for pair in pairs):
+                raise ValueError("expected name=FILE,name=FILE")
+            return {name.strip(): path.strip() for name, path in pairs}
         return value
 
     @model_validator(mode="after")

@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import asyncio
+import collections
+import inspect
 import time
+from typing import Callable
 
 import grpc
 
@@ -28,6 +31,7 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
     def __init__(self, metrics: Metrics, services: tuple[str, ...] = ()):
         self.m = metrics
         self.services = services          # label values for the service of an unknown method
+        self.in_flight: collections.Counter[str] = collections.Counter()   # service -> RPCs in a handler now
 
     def _unimplemented(self, method: str) -> grpc.RpcMethodHandler:
         """Answer (and count) a method nobody serves; gRPC alone would answer it uncounted.
@@ -54,9 +58,10 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                 "client_stream" if handler.request_streaming else
                 "server_stream" if handler.response_streaming else "unary")
         labels = (service, method, kind)
-        m = self.m
+        m, in_flight = self.m, self.in_flight
 
         def finish(context, start: float, error: BaseException | None) -> None:
+            in_flight[service] -= 1
             m.handled.labels(*labels, _code(context, error)).inc()
             m.handling.labels(*labels).observe(time.perf_counter() - start)
 
@@ -68,6 +73,7 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
         def begin(request):
             """Count the start (and a unary request); wrap a request stream to count its messages."""
             m.started.labels(*labels).inc()
+            in_flight[service] += 1
             if handler.request_streaming:
                 return time.perf_counter(), counted(request)
             m.msg_received.labels(*labels).inc()
@@ -92,6 +98,22 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                         response_serializer=handler.response_serializer)
 
         behaviour = handler.stream_stream if handler.request_streaming else handler.unary_stream
+        make = grpc.stream_stream_rpc_method_handler if handler.request_streaming else grpc.unary_stream_rpc_method_handler
+
+        if inspect.iscoroutinefunction(behaviour):
+            # A handler that writes with context.write instead of yielding (the health
+            # service's Watch): `async for` over it would end the call UNKNOWN.
+            async def writing_response(request, context):
+                start, request = begin(request)
+                try:
+                    await behaviour(request, context)
+                except BaseException as e:
+                    finish(context, start, e)
+                    raise
+                finish(context, start, None)
+
+            return make(writing_response, request_deserializer=handler.request_deserializer,
+                        response_serializer=handler.response_serializer)
 
         async def streaming_response(request, context):
             start, request = begin(request)
@@ -104,6 +126,42 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                 raise
             finish(context, start, None)
 
-        make = grpc.stream_stream_rpc_method_handler if handler.request_streaming else grpc.unary_stream_rpc_method_handler
         return make(streaming_response, request_deserializer=handler.request_deserializer,
                     response_serializer=handler.response_serializer)
+
+
+class OverloadGate(grpc.aio.ServerInterceptor):
+    """Refuse work at the door while every model's queue is full (issue 7, overload).
+
+    A refusal used to cost the whole request path: validation, tokenization, a Search
+    per sentence, the fair queue's client lookup, then RESOURCE_EXHAUSTED from
+    `Scheduler.submit`. Under a retry storm that work competes for the GIL with the
+    decode thread and goodput collapses. Here, for the unary work methods, one check of
+    the queue length comes before anything else; the refusal is the servicer's own
+    (`servicer.abort`, with RetryInfo). When a queue has room the call goes through and
+    `Scheduler.submit` still makes the exact decision for the sentences it carries.
+
+    Why not gRPC's `maximum_concurrent_rpcs`: in grpc.aio it does not refuse, it stops
+    accepting calls until one ends, so callers wait in the transport without a retry
+    hint and health checks wait behind translations. TGI's semaphore (`try_acquire`,
+    else 429 at once) and Triton's queue policy (`max_queue_size`, REJECT) are this
+    same choice: a bounded queue and an immediate, cheap refusal.
+    """
+
+    def __init__(self, full: Callable[[], bool], refuse: Callable, methods: tuple[str, ...]):
+        self.full = full                  # no model has room for one more sentence
+        self.refuse = refuse              # async (request, context): ends the call RESOURCE_EXHAUSTED
+        self.methods = frozenset(methods)  # full method paths: /package.Service/Method
+
+    async def intercept_service(self, continuation, details: grpc.HandlerCallDetails):
+        handler = await continuation(details)
+        if handler is None or details.method not in self.methods or handler.request_streaming:
+            return handler
+        behaviour, full, refuse = handler.unary_unary, self.full, self.refuse
+
+        async def gated(request, context):
+            if full():
+                await refuse(request, context)
+            return await behaviour(request, context)
+        return grpc.unary_unary_rpc_method_handler(gated, request_deserializer=handler.request_deserializer,
+                                                   response_serializer=handler.response_serializer)

@@ -1,11 +1,5 @@
-"""Serving benchmarks, and what every `attnmt bench` report shares.
-
-`attnmt bench server`: continuous (iteration-level) vs request-level batching
-under the same closed-loop load. For each mode a real `attnmt serve` starts on
-a free loopback port; C concurrent clients (one asyncio loop, grpc.aio) each
-send one test sentence per request, back to back, until N requests are done.
-Reported: throughput, latency percentiles, and the server's mean batch rows
-per step.
+"""Serving benchmarks, and what every `attnmt bench` report shares
+(`attnmt bench server`, the batching modes under load, is in bench_server.py).
 
 `attnmt bench serving`: the server against the offline engine in one run.
 `attnmt serve` with its default settings; 64 closed-loop clients, one verse
@@ -180,41 +174,6 @@ async def closed_loop(address: str, sentences: list[str], concurrency: int, requ
         start = time.perf_counter()
         await asyncio.gather(*(client() for _ in range(concurrency)))
         return latencies, time.perf_counter() - start
-
-
-# --- attnmt bench server ------------------------------------------------------
-
-def bench_server(model: Path, sentences: list[str], concurrency: int = 16, requests: int = 300,
-                 beam: int = 1, modes: tuple[str, ...] = ("continuous", "request")) -> dict:
-    options = pb.DecodingOptions(beam_size=beam, alignment=pb.ALIGNMENT_WORDS)
-    rows = []
-    for mode in modes:
-        with ServerProcess(model, {"ATTNMT_BATCHING": mode}) as server:
-            asyncio.run(closed_loop(server.address, sentences, min(concurrency, 4), 2 * concurrency, options))  # warm-up
-            steps0 = server.scrape("attnmt_batch_rows_count")
-            rows0 = server.scrape("attnmt_batch_rows_sum")
-            latencies, seconds = asyncio.run(closed_loop(server.address, sentences, concurrency, requests, options))
-            steps = server.scrape("attnmt_batch_rows_count") - steps0
-            mean_rows = (server.scrape("attnmt_batch_rows_sum") - rows0) / max(steps, 1)
-        ms = np.array(latencies) * 1000
-        rows.append({"batching": mode, "requests": requests, "concurrency": concurrency,
-                     "sentences_per_s": round(requests / seconds, 1),
-                     "p50_ms": round(float(np.percentile(ms, 50)), 1), "p95_ms": round(float(np.percentile(ms, 95)), 1),
-                     "p99_ms": round(float(np.percentile(ms, 99)), 1), "mean_rows_per_step": round(mean_rows, 1),
-                     "steps": int(steps)})
-    return {"date": dt.date.today().isoformat(), "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-            "beam": beam, "results": rows}
-
-
-def format_table(report: dict) -> str:
-    lines = [f"{report['date']}, {report['machine']}, beam {report['beam']}, one sentence per request, "
-             "client and server on the same machine",
-             "| batching | concurrency | sentences/s | p50 ms | p95 ms | p99 ms | mean rows/step |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
-    for r in report["results"]:
-        lines.append(f"| {r['batching']} | {r['concurrency']} | {r['sentences_per_s']} | {r['p50_ms']} | "
-                     f"{r['p95_ms']} | {r['p99_ms']} | {r['mean_rows_per_step']} |")
-    return "\n".join(lines)
 
 
 # --- attnmt bench serving -----------------------------------------------------

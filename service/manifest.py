@@ -100,6 +100,9 @@ class Manifest(BaseModel):
     quantization: dict[str, Any] | None = None
     # Lexical shortlist (model/shortlist.py): file, sizes and its measured BLEU change.
     shortlist: dict[str, Any] | None = None
+    # Quality estimation (service/quality.py): feature weights, standardisation, the coverage
+    # threshold and the `suspect_below` threshold, fitted on dev by `attnmt fit-quality`.
+    quality: dict[str, Any] | None = None
 
 
 def sha256_of(path: Path) -> str:

@@ -13,6 +13,7 @@ import logging
 import time
 from typing import Callable
 
+from . import rpc_record
 from .decoding import Search
 from .errors import DecodeFailed, Overloaded, Unavailable
 from .metrics import Metrics
@@ -65,6 +66,7 @@ class Scheduler:
                              f"retry after {self.limits.retry_after:g}s", self.limits.retry_after)
         loop = asyncio.get_running_loop()
         jobs = [Job(s, loop.create_future(), deadline, client, priority) for s in searches]
+        rpc_record.attach(self.model, jobs)         # for traces and the request log, when they are on
         self.worker.put(jobs)
         return jobs
 

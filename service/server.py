@@ -8,29 +8,33 @@ import asyncio
 import logging
 import signal
 import sys
+import time
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
-from grpc_reflection.v1alpha import reflection
 from prometheus_client import start_http_server
 
 from .cache import TranslationCache
 from .config import ConfigError, Settings, load_settings
 from .decoding import SearchOptions
 from .engine import Engine, EngineOptions
-from .errors import AttnmtError
-from .interceptor import MetricsInterceptor
+from . import logs, reflection
+from .errors import AttnmtError, Overloaded
+from .interceptor import MetricsInterceptor, OverloadGate
+from .logs import log_request
+from .rpc_record import RecordingInterceptor
 from .metrics import Metrics
 from .scheduler import Scheduler, SchedulerLimits
-from .servicer import ServedModel, TranslatorServicer, add_to_server
+from .servicer import ServedModel, TranslatorServicer, abort, add_to_server
 from .stubs import translator_pb2 as pb
+from .tracing import Tracing
 from .translator import Translator
 
 log = logging.getLogger("attnmt")
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Translator"].full_name   # attnmt.v1.Translator
 KNOWN_SERVICES = (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-                  reflection.SERVICE_NAME)
+                  *reflection.SERVICE_NAMES)
 WARMUP_SENTENCE = "No se puede abrir el archivo %s: permiso denegado."
 
 
@@ -41,11 +45,13 @@ class Server:
         self.health = health_aio.HealthServicer()
         self.models: dict[str, ServedModel] = {}
         self.grpc: grpc.aio.Server | None = None
+        self.interceptor = MetricsInterceptor(self.metrics, KNOWN_SERVICES)
         self.port = 0
         self.metrics_port = 0
         self._metrics_http = None
         self._stopping: asyncio.Task | None = None
         self.failure: BaseException | None = None
+        self.tracing: Tracing | None = None
 
     def _load_models(self) -> None:
         s = self.settings
@@ -67,6 +73,13 @@ class Server:
             self.models[name] = ServedModel(translator, scheduler, cache)
             self.metrics.model_info.labels(name, engine.manifest.version, engine.provider).set(1)
             log.info("loaded model %s (%s) from %s on %s", name, engine.manifest.version, model_dir, engine.provider)
+        if s.fault_injection:                  # tests only (service/faults.py)
+            from . import faults
+            try:
+                chosen = faults.Faults.parse(s.fault_injection)
+            except ValueError as e:
+                raise ConfigError(str(e)) from e
+            faults.install(chosen, [m.translator for m in self.models.values()])
         default = s.default_model or next(iter(self.models))
         if default not in self.models:
             raise ConfigError(f"default_model: {default!r} is not among the served models {sorted(self.models)}")
@@ -83,8 +96,19 @@ class Server:
             raise ConfigError(f"tls: cannot read {e.filename}: {e.strerror}") from e
         return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=ca is not None)
 
+    def _recorders(self) -> list[grpc.aio.ServerInterceptor]:
+        """Traces and the request log, when on; otherwise no call is recorded at all."""
+        sinks = []
+        if self.settings.tracing:
+            self.tracing = Tracing()          # ConfigError without the otel extra
+            sinks.append(self.tracing)
+        if self.settings.log_level == "debug":
+            sinks.append(log_request)
+        return [RecordingInterceptor(SERVICE_NAME, sinks)] if sinks else []
+
     async def start(self) -> None:
         s = self.settings
+        recorders = self._recorders()
         self._load_models()
         self.servicer = TranslatorServicer(self.models, self.default, s, self.metrics)
         options = [("grpc.so_reuseport", 0),      # a second server must fail to bind, not share the port
@@ -94,16 +118,14 @@ class Server:
         if s.max_connection_age_seconds:
             options += [("grpc.max_connection_age_ms", int(s.max_connection_age_seconds * 1000)),
                         ("grpc.max_connection_age_grace_ms", int(s.grace_period_seconds * 1000))]
-        self.grpc = grpc.aio.server(interceptors=[MetricsInterceptor(self.metrics, KNOWN_SERVICES)],
-                                    options=options)
+        gate = OverloadGate(self._queues_full, self._refuse, (f"/{SERVICE_NAME}/Translate", f"/{SERVICE_NAME}/Align"))
+        self.grpc = grpc.aio.server(interceptors=[*recorders, self.interceptor, gate], options=options)
         add_to_server(self.servicer, self.grpc)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
         for name in ("", SERVICE_NAME):
             await self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
         if s.reflection:
-            reflection.enable_server_reflection(
-                (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
-                self.grpc)
+            reflection.enable(self.grpc, (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name))
         address = f"{s.host}:{s.port}"
         credentials = self._credentials()
         try:
@@ -130,12 +152,28 @@ class Server:
     async def _warmup(self) -> None:
         """One real translation per model before reporting SERVING."""
         for served in self.models.values():
+            log.info("warming up %s", served.translator.name)
             search = served.translator.search(WARMUP_SENTENCE, SearchOptions(beam_size=self.settings.default_beam_size,
                                                                              n_best=1))
             jobs = served.scheduler.submit([search], None)
             await asyncio.gather(*(j.future for j in jobs))
             log.info("warm-up %s: %r -> %r", served.translator.name, WARMUP_SENTENCE,
                      served.translator.result(WARMUP_SENTENCE, search).best.text)
+
+    def _queues_full(self) -> bool:
+        """No model can take one more sentence (and the server is not draining, which
+        the servicer answers UNAVAILABLE)."""
+        return not self.servicer.draining and all(
+            m.scheduler.worker.waiting >= m.scheduler.limits.max_queue for m in self.models.values())
+
+    async def _refuse(self, request, context) -> None:
+        """RESOURCE_EXHAUSTED with RetryInfo before any of the servicer's work (OverloadGate)."""
+        sentences = len(request.sentences) if isinstance(request, pb.TranslateRequest) else 1
+        self.metrics.rejected.labels("queue_full").inc(max(sentences, 1))
+        s = self.settings
+        await abort(context, Overloaded(f"queue full: max_queue is {s.max_queue} sentences and every model's queue "
+                                        f"holds that many; retry after {s.retry_after_seconds:g}s",
+                                        s.retry_after_seconds))
 
     def _worker_died(self, error: BaseException) -> None:
         """A decode worker stopped for good: its calls have failed with INTERNAL. Stop
@@ -159,11 +197,21 @@ class Server:
             self.servicer.draining = True
         await self.health.enter_graceful_shutdown()
         if self.grpc is not None:
-            await self.grpc.stop(grace)
+            # Lame duck first: the listener stays open while accepted calls finish, so health
+            # checks see NOT_SERVING and new calls get the servicer's UNAVAILABLE (counted,
+            # with a message) instead of a closed port. Then gRPC's own stop, with a short
+            # grace for calls being refused right now: what else is open (health Watch,
+            # reflection streams) would otherwise hold the process for the whole grace period.
+            give_up = time.monotonic() + grace
+            while self.interceptor.in_flight[SERVICE_NAME] > 0 and time.monotonic() < give_up:
+                await asyncio.sleep(0.01)
+            await self.grpc.stop(min(max(give_up - time.monotonic(), 0), 1.0))
         for served in self.models.values():
             await served.scheduler.close()
         if self._metrics_http is not None:
             self._metrics_http.shutdown()
+        if self.tracing is not None:
+            self.tracing.shutdown()           # export the spans still buffered
         log.info("stopped")
 
     async def wait(self) -> None:
@@ -175,10 +223,20 @@ class Server:
 async def serve(settings: Settings) -> Server:
     server = Server(settings)
     loop = asyncio.get_running_loop()
+    starting = asyncio.ensure_future(server.start())
+
+    def on_signal() -> None:
+        if not starting.done():
+            starting.cancel()       # loading or warming up: give up at the next await, then stop
+        asyncio.ensure_future(server.stop())
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, lambda: asyncio.ensure_future(server.stop()))
+        loop.add_signal_handler(sig, on_signal)
     try:
-        await server.start()
+        await starting
+    except asyncio.CancelledError:
+        await server.stop(0)
+        log.info("stopped during start-up")
+        return server
     except BaseException:
         await server.stop(0)
         raise
@@ -192,8 +250,7 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, OSError) as e:
         print(f"attnmt serve: {e}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=settings.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.configure(settings.log_level, settings.log_format)
     try:
         server = asyncio.run(serve(settings))
     except (ConfigError, AttnmtError) as e:

@@ -14,13 +14,15 @@ from google.protobuf import any_pb2, duration_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from . import convert
+from . import convert, documents
 from .admission import BULK, INTERACTIVE
 from .cache import TranslationCache
 from .config import Settings
 from .decoding import Search, SearchOptions
 from .errors import (AttnmtError, DeadlineExceeded, DecodeFailed, InvalidInput, ModelLoadError, ModelNotFound,
                      Overloaded, ResponseTooLarge, StreamIdle, Unavailable)
+from .glossary import Glossary
+from .glossary import load_all as load_glossaries
 from .metrics import Metrics
 from .scheduler import Job, Scheduler
 from .stubs import translator_pb2 as pb
@@ -132,6 +134,7 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
         self.settings = settings
         self.metrics = metrics
         self.draining = False
+        self.glossaries = load_glossaries(settings.glossaries)     # named glossaries (glossary_name)
 
     # --- helpers ---------------------------------------------------------
 
@@ -215,6 +218,42 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
         if isinstance(error, InvalidInput):
             self.metrics.rejected.labels("invalid_input").inc(max(sentences, 1))
 
+    async def _documents(self, served: ServedModel, entries, text_format: int, split: bool, options: SearchOptions,
+                         opts: pb.DecodingOptions, context, fields: list[str],
+                         priority: int = INTERACTIVE, glossary: Glossary | None = None) -> list[pb.Translation]:
+        """Entries sent with `format` or `split_sentences` (documents.py): every sentence of
+        every entry in one batch; each entry answered with its word spans, and as a document
+        (Translation.sentences) when it is HTML or split."""
+        html = convert.text_format(text_format) == pb.TEXT_FORMAT_HTML
+        kind, threshold = convert.alignment_kind(opts.alignment), convert.alignment_threshold(opts)
+        translator = served.translator
+        if html or split:
+            readings = [documents.read(text, html, split, translator.engine.manifest.source_language,
+                                       translator.protector is None, self.settings.max_document_chars,
+                                       self.settings.max_document_sentences, fields[i])
+                        for i, text in enumerate(entries)]
+        else:
+            readings = [None] * len(entries)
+        sentences = [(i, k, text) for i, (entry, reading) in enumerate(zip(entries, readings))
+                     for k, text in enumerate(reading.sentences if reading else [entry])]
+        if len(sentences) > self.settings.max_queue:
+            raise InvalidInput(f"the request splits into {len(sentences)} sentences, more than the server queues "
+                               f"at once (max_queue {self.settings.max_queue}); send fewer documents per call")
+        searches = [self._search(served, text, options, fields[i] + (f", sentence {k}" if readings[i] else ""))
+                    for i, k, text in sentences]
+        self._check_response_size(searches, kind)
+        searches = await self._run(served, searches, context, priority)
+        done = iter(translator.result(text, s, opts.replace_unknown, glossary) if s else Translation(text, [])
+                    for (_, _, text), s in zip(sentences, searches))
+        messages = []
+        for entry, reading in zip(entries, readings):
+            if reading is None:
+                messages.append(convert.sentence_pb(documents.single(next(done)), kind, threshold))
+            else:
+                document = reading.assemble([next(done) for _ in reading.spans])
+                messages.append(convert.document_pb(document, kind, threshold))
+        return messages
+
     # --- RPCs ------------------------------------------------------------
 
     async def Translate(self, request: pb.TranslateRequest, context) -> pb.TranslateResponse:
@@ -231,15 +270,23 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
             options = convert.search_options(request.options, self.settings)
             kind = convert.alignment_kind(request.options.alignment)
             threshold = convert.alignment_threshold(request.options)
-            searches = [self._search(served, text, options, f"sentences[{i}]") for i, text in enumerate(request.sentences)]
-            self._check_response_size(searches, kind)
-            searches = await self._run(served, searches, context)
-            translator = served.translator
-            translations = [translator.result(text, s, request.options.replace_unknown) if s else Translation(text, [])
-                            for text, s in zip(request.sentences, searches)]
-            m = translator.engine.manifest
-            response = pb.TranslateResponse(translations=[convert.translation_pb(t, kind, threshold)
-                                                          for t in translations], model=m.name, model_version=m.version)
+            glossary = convert.glossary(request.glossary, request.glossary_name, self.glossaries,
+                                        self.settings.max_glossary_entries)
+            if request.format or request.split_sentences:     # a plain request never comes this way
+                messages = await self._documents(served, request.sentences, request.format, request.split_sentences,
+                                                 options, request.options, context,
+                                                 [f"sentences[{i}]" for i in range(n)], glossary=glossary)
+            else:
+                searches = [self._search(served, text, options, f"sentences[{i}]")
+                            for i, text in enumerate(request.sentences)]
+                self._check_response_size(searches, kind)
+                searches = await self._run(served, searches, context)
+                translator = served.translator
+                translations = [translator.result(text, s, request.options.replace_unknown, glossary) if s
+                                else Translation(text, []) for text, s in zip(request.sentences, searches)]
+                messages = [convert.translation_pb(t, kind, threshold) for t in translations]
+            m = served.translator.engine.manifest
+            response = pb.TranslateResponse(translations=messages, model=m.name, model_version=m.version)
             if response.ByteSize() > self.settings.max_message_bytes:
                 raise ResponseTooLarge(f"the response is {response.ByteSize()} bytes, over max_message_bytes "
                                        f"({self.settings.max_message_bytes}); ask for fewer sentences, a smaller "
@@ -288,11 +335,21 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
                 options = convert.search_options(opts, self.settings)
                 kind = convert.alignment_kind(opts.alignment)
                 threshold = convert.alignment_threshold(opts)
-                search = self._search(served, request.sentence, options, f"sentence (id {request.id!r})")
-                (search,) = await self._run(served, [search], context, BULK)
-                translation = served.translator.result(request.sentence, search, opts.replace_unknown) \
-                    if search else Translation(request.sentence, [])
-                response = pb.StreamResponse(id=request.id, translation=convert.translation_pb(translation, kind, threshold))
+                field = f"sentence (id {request.id!r})"
+                glossary = convert.glossary(request.glossary, request.glossary_name, self.glossaries,
+                                            self.settings.max_glossary_entries, f"id {request.id!r}: ")
+                if request.format or request.split_sentences:     # a plain request never comes this way
+                    (message,) = await self._documents(served, [request.sentence], request.format,
+                                                       request.split_sentences, options, opts, context, [field], BULK,
+                                                       glossary)
+                    response = pb.StreamResponse(id=request.id, translation=message)
+                else:
+                    search = self._search(served, request.sentence, options, field)
+                    (search,) = await self._run(served, [search], context, BULK)
+                    translation = served.translator.result(request.sentence, search, opts.replace_unknown, glossary) \
+                        if search else Translation(request.sentence, [])
+                    response = pb.StreamResponse(id=request.id,
+                                                 translation=convert.translation_pb(translation, kind, threshold))
             except AttnmtError as e:
                 self._rejected_input(e)
                 response = pb.StreamResponse(id=request.id, error=pb.Error(code=status_of(e).value[0], message=str(e)))

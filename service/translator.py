@@ -16,6 +16,7 @@ from .decoding import Search, SearchOptions, decode_all
 from .engine import Engine
 from .errors import InvalidInput
 from .protect import Protector
+from .quality import Quality, QualityModel
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 
@@ -29,6 +30,17 @@ class Hypothesis:
     score: float
     alignment: np.ndarray          # α: target pieces x source pieces, rows sum to 1
     source_tokens: list[str]
+    glossary: list = field(default_factory=list)   # glossary.Match: terms written into this hypothesis
+    # Quality is computed on first use (a request that never reads it never pays for it).
+    quality_model: QualityModel | None = field(default=None, repr=False, compare=False)
+    computed_quality: Quality | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def quality(self) -> Quality | None:
+        if self.computed_quality is None and self.quality_model is not None:
+            self.computed_quality = self.quality_model.assess(self.token_log_probs, self.alignment,
+                                                              self.source_tokens, self.target_tokens)
+        return self.computed_quality
 
     @cached_property
     def _words(self) -> tuple[list[str], list[str], np.ndarray]:
@@ -84,6 +96,9 @@ class Translator:
         # protection off, `sentinels` still drops any the model writes by itself.
         self.sentinels = Protector(spec) if spec else None
         self.protector = self.sentinels if protect_placeholders else None
+        self.quality = QualityModel.from_manifest(engine.manifest, "translation")
+        self.greedy_quality = QualityModel.from_manifest(engine.manifest, "translation_greedy")
+        self.alignment_quality = QualityModel.from_manifest(engine.manifest, "alignment")
 
     @property
     def name(self) -> str:
@@ -109,10 +124,13 @@ class Translator:
         candidates = None if shortlist is None else shortlist.candidates(source)
         return Search(source, options, protected=originals, candidates=candidates)
 
-    def result(self, text: str, search: Search, replace_unk: bool = False) -> Translation:
+    def result(self, text: str, search: Search, replace_unk: bool = False, glossary=None) -> Translation:
+        """A finished search as a Translation; with a `glossary.Glossary`, its terms written in."""
         source_tokens = self.tokenizer.pieces(search.source)
         translation = Translation(text, source_tokens)
         eos = self.engine.eos_id
+        quality = (self.alignment_quality if search.forced is not None
+                   else self.greedy_quality if search.options.beam_size == 1 else self.quality)
         for hyp in search.best():
             pieces = self.tokenizer.pieces(hyp.tokens)
             if replace_unk:
@@ -134,15 +152,15 @@ class Translator:
                     output = self.sentinels.without_sentinels(output)
             translation.hypotheses.append(Hypothesis(
                 text=output, target_tokens=pieces, token_log_probs=log_probs, log_prob=hyp.log_prob,
-                score=hyp.score, alignment=alignment, source_tokens=sources))
-        return translation
+                score=hyp.score, alignment=alignment, source_tokens=sources, quality_model=quality))
+        return glossary.apply(translation) if glossary is not None else translation
 
     def translate(self, texts: list[str], options: SearchOptions = SearchOptions(), max_rows: int = 64,
-                  replace_unk: bool = False) -> list[Translation]:
+                  replace_unk: bool = False, glossary=None) -> list[Translation]:
         """Offline batch translation (the server schedules instead)."""
         searches = [self.search(t, options) for t in texts]
         decode_all(self.engine, searches, max_rows)
-        return [self.result(t, s, replace_unk) for t, s in zip(texts, searches)]
+        return [self.result(t, s, replace_unk, glossary) for t, s in zip(texts, searches)]
 
     def align(self, pairs: list[tuple[str, str]], max_rows: int = 64) -> list[Translation]:
         """Forced alignment: score and align given targets."""

@@ -55,9 +55,27 @@ class Job:
     priority: int = INTERACTIVE       # INTERACTIVE (unary calls) or BULK (streams)
     enqueued: float = field(default_factory=time.monotonic)
     cancelled: bool = False
+    # Written by the worker, for traces and the request log (rpc_record.py): when the
+    # sentence joined the batch, when its encoding ended and when its last step ended
+    # (time.monotonic()); the worker's (steps, rows) totals when it joined and when it left.
+    joined: float | None = None
+    encoded: float | None = None
+    finished: float | None = None
+    totals_joined: tuple[int, int] = (0, 0)
+    totals_left: tuple[int, int] = (0, 0)
 
     def expired(self, now: float) -> bool:
         return self.deadline is not None and now >= self.deadline
+
+    @property
+    def steps(self) -> int:
+        """Decoder steps this sentence was in."""
+        return self.totals_left[0] - self.totals_joined[0]
+
+    @property
+    def rows(self) -> int:
+        """Rows of those steps, its batch-mates' included: rows / steps is the batch it shared."""
+        return self.totals_left[1] - self.totals_joined[1]
 
 
 # A result handed back: (job, None) when its search is done, (job, error) when it failed.
@@ -79,6 +97,7 @@ class DecodeWorker:
         self._held: list[Job] = []         # request-level mode: done, answered when the batch ends
         self._stopping = False
         self.steps = 0
+        self.rows = 0                      # rows over all steps (Job.rows is a difference of these)
         self.thread = threading.Thread(target=self._main, name=f"decode-{name}", daemon=True)
 
     # --- called from the event loop ---------------------------------------------
@@ -211,19 +230,27 @@ class DecodeWorker:
         for job in joining:
             self._jobs[job.search.id] = job
             self.metrics.queue_wait.observe(now - job.enqueued)
+            job.joined, job.totals_joined = now, (self.steps, self.rows)
         if not self._jobs:
             return
         start = time.perf_counter()
         if joining:
             self.batch.add([j.search for j in joining])
             self.metrics.encoder_seconds.observe(time.perf_counter() - start)
+            encoded = time.monotonic()
+            for job in joining:
+                job.encoded = encoded
         rows = self.batch.n_rows
         stepped = time.perf_counter()
         finished = self.batch.step()
         self.metrics.step_seconds.observe(time.perf_counter() - stepped)
         self.metrics.batch_rows.observe(rows)
         self.steps += 1
+        self.rows += rows
         done = [self._jobs.pop(s.id) for s in finished]
+        ended = time.monotonic()
+        for job in done:
+            job.finished, job.totals_left = ended, (self.steps, self.rows)
         if not self.limits.continuous and self._jobs:
             self._held += done                      # request-level: answer when the whole batch is done
             return

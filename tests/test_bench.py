@@ -80,10 +80,43 @@ def test_bench_serving(tiny_model, data, capsys, tmp_path):
 
 
 def test_bench_server(tiny_model, data, capsys, tmp_path):
+    plot = tmp_path / "server.png"
     report, table = bench(capsys, tmp_path, "server", "--model", str(tiny_model), "--data", str(data),
-                          "--concurrency", "2", "--requests", "4")
-    assert [r["batching"] for r in report["results"]] == ["continuous", "request"]
-    assert all(positive(r["sentences_per_s"], r["p50_ms"], r["mean_rows_per_step"]) for r in report["results"])
+                          "--concurrency", "1,3", "--loads", "0.5,0.7", "--requests", "6", "--plot", str(plot))
+    points = report["points"]
+    assert [(p["batching"], p["loop"]) for p in points] == \
+        [(mode, loop) for mode in ("request", "continuous") for loop in ("closed", "closed", "open", "open")]
+    assert [p["concurrency"] for p in points if p["loop"] == "closed"] == [1, 3, 1, 3]
+    capacity = report["request_level_capacity_per_s"]
+    assert capacity == max(p["sentences_per_s"] for p in points[:2])
+    # the same offered rates (and so the same seeded arrival traces) for both modes
+    rates = [p["offered_per_s"] for p in points if p["loop"] == "open"]
+    assert rates[:2] == rates[2:] == [round(0.5 * capacity, 2), round(0.7 * capacity, 2)]
+    for p in points:
+        assert p["calls"] == 6 and p["refused"] == 0 and p["errors"] == 0
+        assert positive(p["sentences_per_s"], p["target_tokens_per_s"], p["p50_ms"], p["mean_rows_per_step"])
+        assert p["p50_ms"] <= p["p90_ms"] <= p["p99_ms"]
+    (goal,) = report["targets"]
+    assert goal["goal"] == "≤ 0.6" and positive(goal["value"]) and isinstance(goal["met"], bool)
+    assert "| batching | loop |" in table and "| target | measured | goal | met |" in table
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_poisson_arrivals_are_seeded_and_have_the_rate():
+    from attnmt.service.bench_server import poisson_arrivals
+    assert poisson_arrivals(50, 10, seed=3) == poisson_arrivals(50, 10, seed=3) != poisson_arrivals(50, 10, seed=4)
+    times = poisson_arrivals(200, 4000, seed=0)
+    assert times == sorted(times) and 4000 / times[-1] == pytest.approx(200, rel=0.1)
+
+
+def test_summary_counts_refusals_and_errors_apart():
+    from attnmt.service.bench_server import Call, summarise
+    calls = [Call(0.01 * i, "OK", 10) for i in range(1, 11)] + [Call(0.001, "RESOURCE_EXHAUSTED"),
+                                                                   Call(5.0, "DEADLINE_EXCEEDED")]
+    s = summarise(calls, seconds=2.0)
+    assert (s["calls"], s["refused"], s["errors"]) == (12, 1, 1)
+    assert s["sentences_per_s"] == 5.0 and s["target_tokens_per_s"] == 50.0
+    assert s["p50_ms"] == pytest.approx(55) and s["p99_ms"] <= 100
 
 
 def test_bench_engine(tiny_model, data, capsys, tmp_path):

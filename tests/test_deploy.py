@@ -23,6 +23,7 @@ KUSTOMIZE_DIRS = {"base": DEPLOY / "kubernetes" / "base", "gpu": DEPLOY / "kuber
 ALERTS = DEPLOY / "prometheus" / "alerts.yml"
 ALERTS_TEST = DEPLOY / "prometheus" / "alerts_test.yml"
 DASHBOARD = DEPLOY / "grafana" / "attnmt-dashboard.json"
+ADAPTER = DEPLOY / "prometheus-adapter" / "values.yaml"
 KUBERNETES_VERSION = "1.30.0"    # the stated minimum: preStop sleep is on by default from 1.30
 GRPC_PORT, METRICS_PORT = 50051, 8002
 SERVICE = "attnmt.v1.Translator"
@@ -158,8 +159,8 @@ def test_deploy_yaml_passes_yamllint():
 
 def test_manifests_validate_against_kubernetes(rendered):
     variant, path, objects = rendered
-    assert set(objects) == {"ConfigMap", "Service", "Deployment", "PodDisruptionBudget", "HorizontalPodAutoscaler",
-                            "NetworkPolicy"}
+    assert set(objects) == {"Namespace", "ConfigMap", "Service", "Deployment", "PodDisruptionBudget",
+                            "HorizontalPodAutoscaler", "NetworkPolicy"}
     output = run(tool("kubernetes-validate"), "--strict", "-k", KUBERNETES_VERSION, str(path))
     assert output.count("passed") == len(objects), output
 
@@ -223,7 +224,6 @@ def test_service_pdb_autoscaler_and_network_policy_point_at_the_pods(rendered):
     _, _, objects = rendered
     deployment = objects["Deployment"]
     pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
-    annotations = deployment["spec"]["template"]["metadata"]["annotations"]
     service = objects["Service"]["spec"]
     assert service["selector"].items() <= pod_labels.items()
     assert objects["PodDisruptionBudget"]["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
@@ -235,7 +235,9 @@ def test_service_pdb_autoscaler_and_network_policy_point_at_the_pods(rendered):
     ports = {p["name"]: p for p in service["ports"]}
     assert ports["grpc"]["port"] == GRPC_PORT and ports["grpc"]["appProtocol"] == "grpc"
     assert ports["metrics"]["port"] == METRICS_PORT
-    assert annotations["prometheus.io/port"] == str(METRICS_PORT) and annotations["prometheus.io/path"] == "/metrics"
+    # One way to be scraped (the dedicated job), or an annotation job scrapes the pods twice.
+    annotations = deployment["spec"]["template"]["metadata"].get("annotations", {})
+    assert [a for a in annotations if a.startswith("prometheus.io/")] == []
 
 
 def test_only_the_gpu_overlay_asks_for_a_gpu(rendered):
@@ -250,6 +252,57 @@ def test_only_the_gpu_overlay_asks_for_a_gpu(rendered):
         assert "nvidia.com/gpu" not in limits and "nvidia.com/gpu" not in c["resources"]["requests"]
         assert objects["ConfigMap"]["data"]["ATTNMT_DEVICE"] == "cpu"
         assert not c["image"].endswith("-gpu")
+
+
+def test_every_object_goes_into_the_namespace_the_base_creates(rendered):
+    _, _, objects = rendered
+    namespace = objects["Namespace"]["metadata"]["name"]
+    assert {kind: o["metadata"].get("namespace") for kind, o in objects.items() if kind != "Namespace"} \
+        == {kind: namespace for kind in objects if kind != "Namespace"}
+
+
+def adapter_rules() -> list[dict]:
+    return yaml.safe_load(ADAPTER.read_text())["rules"]["custom"]
+
+
+def adapter_query(rule: dict, matchers: str, group_by: str) -> str:
+    """The adapter rule's metricsQuery as prometheus-adapter sends it."""
+    return rule["metricsQuery"].replace("<<.LabelMatchers>>", matchers).replace("<<.GroupBy>>", group_by)
+
+
+def test_autoscaler_scales_on_the_load_signal_the_adapter_serves(rendered):
+    variant, _, objects = rendered
+    metrics = objects["HorizontalPodAutoscaler"]["spec"]["metrics"]
+    served = {rule["name"]["as"] for rule in adapter_rules()}
+    pods = [m["pods"] for m in metrics if m["type"] == "Pods"]
+    assert [p["metric"]["name"] for p in pods] == ["attnmt_sentences_in_progress"]
+    assert pods[0]["metric"]["name"] in served
+    assert pods[0]["target"]["type"] == "AverageValue"
+    cpu = [m for m in metrics if m["type"] == "Resource" and m["resource"]["name"] == "cpu"]
+    # CPU is the fallback on CPU pods; on a GPU pod it says little about load.
+    assert len(cpu) == (1 if variant == "base" else 0)
+
+
+def test_adapter_rule_queries_exported_series_with_pod_labels(tmp_path):
+    (rule,) = adapter_rules()
+    assert rule["resources"]["overrides"] == {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}
+    assert unknown_metrics(rule["seriesQuery"]) == set()
+    query = adapter_query(rule, 'namespace="attnmt",pod=~"attnmt-.*"', "pod")
+    assert unknown_metrics(query) == set()
+    path = tmp_path / "adapter_rules.yml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "adapter", "rules": [{"record": "adapter:query",
+                                                                               "expr": query}]}]}))
+    run(promtool(), "check", "rules", str(path))
+
+
+def test_make_export_refuses_without_a_training_run(tmp_path):
+    """A newcomer has no run: `make export` says so before installing or writing anything."""
+    model = tmp_path / "model"
+    result = subprocess.run(["make", "-j1", "export", f"RUN={tmp_path / 'no-run'}", f"MODEL={model}"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert "no trained run" in result.stderr and "make train" in result.stderr
+    assert not model.exists()
 
 
 # --- Prometheus alerts ---

@@ -15,11 +15,20 @@ class AlignmentKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ALIGNMENT_SOFT: _ClassVar[AlignmentKind]
     ALIGNMENT_WORDS: _ClassVar[AlignmentKind]
     ALIGNMENT_HARD: _ClassVar[AlignmentKind]
+
+class TextFormat(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TEXT_FORMAT_UNSPECIFIED: _ClassVar[TextFormat]
+    TEXT_FORMAT_PLAIN: _ClassVar[TextFormat]
+    TEXT_FORMAT_HTML: _ClassVar[TextFormat]
 ALIGNMENT_KIND_UNSPECIFIED: AlignmentKind
 ALIGNMENT_NONE: AlignmentKind
 ALIGNMENT_SOFT: AlignmentKind
 ALIGNMENT_WORDS: AlignmentKind
 ALIGNMENT_HARD: AlignmentKind
+TEXT_FORMAT_UNSPECIFIED: TextFormat
+TEXT_FORMAT_PLAIN: TextFormat
+TEXT_FORMAT_HTML: TextFormat
 
 class DecodingOptions(_message.Message):
     __slots__ = ("beam_size", "n_best", "length_penalty", "max_length_ratio", "max_length_extra", "alignment", "alignment_threshold", "replace_unknown")
@@ -42,14 +51,98 @@ class DecodingOptions(_message.Message):
     def __init__(self, beam_size: _Optional[int] = ..., n_best: _Optional[int] = ..., length_penalty: _Optional[float] = ..., max_length_ratio: _Optional[float] = ..., max_length_extra: _Optional[int] = ..., alignment: _Optional[_Union[AlignmentKind, str]] = ..., alignment_threshold: _Optional[float] = ..., replace_unknown: _Optional[bool] = ...) -> None: ...
 
 class TranslateRequest(_message.Message):
-    __slots__ = ("sentences", "model", "options")
+    __slots__ = ("sentences", "model", "options", "format", "split_sentences", "glossary", "glossary_name")
     SENTENCES_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
+    SPLIT_SENTENCES_FIELD_NUMBER: _ClassVar[int]
+    GLOSSARY_FIELD_NUMBER: _ClassVar[int]
+    GLOSSARY_NAME_FIELD_NUMBER: _ClassVar[int]
     sentences: _containers.RepeatedScalarFieldContainer[str]
     model: str
     options: DecodingOptions
-    def __init__(self, sentences: _Optional[_Iterable[str]] = ..., model: _Optional[str] = ..., options: _Optional[_Union[DecodingOptions, _Mapping]] = ...) -> None: ...
+    format: TextFormat
+    split_sentences: bool
+    glossary: _containers.RepeatedCompositeFieldContainer[GlossaryEntry]
+    glossary_name: str
+    def __init__(self, sentences: _Optional[_Iterable[str]] = ..., model: _Optional[str] = ..., options: _Optional[_Union[DecodingOptions, _Mapping]] = ..., format: _Optional[_Union[TextFormat, str]] = ..., split_sentences: _Optional[bool] = ..., glossary: _Optional[_Iterable[_Union[GlossaryEntry, _Mapping]]] = ..., glossary_name: _Optional[str] = ...) -> None: ...
+
+class GlossaryEntry(_message.Message):
+    __slots__ = ("source", "target")
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    source: str
+    target: str
+    def __init__(self, source: _Optional[str] = ..., target: _Optional[str] = ...) -> None: ...
+
+class GlossaryMatch(_message.Message):
+    __slots__ = ("entry", "source", "target", "source_start", "source_end", "target_start", "target_end", "changed")
+    ENTRY_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_START_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_END_FIELD_NUMBER: _ClassVar[int]
+    TARGET_START_FIELD_NUMBER: _ClassVar[int]
+    TARGET_END_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    entry: int
+    source: str
+    target: str
+    source_start: int
+    source_end: int
+    target_start: int
+    target_end: int
+    changed: bool
+    def __init__(self, entry: _Optional[int] = ..., source: _Optional[str] = ..., target: _Optional[str] = ..., source_start: _Optional[int] = ..., source_end: _Optional[int] = ..., target_start: _Optional[int] = ..., target_end: _Optional[int] = ..., changed: _Optional[bool] = ...) -> None: ...
+
+class Quality(_message.Message):
+    __slots__ = ("score", "mean_log_prob", "uncovered", "wass_to_unif", "min_word_log_prob", "words", "mean_word_min_log_prob", "length_ratio")
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    MEAN_LOG_PROB_FIELD_NUMBER: _ClassVar[int]
+    UNCOVERED_FIELD_NUMBER: _ClassVar[int]
+    WASS_TO_UNIF_FIELD_NUMBER: _ClassVar[int]
+    MIN_WORD_LOG_PROB_FIELD_NUMBER: _ClassVar[int]
+    WORDS_FIELD_NUMBER: _ClassVar[int]
+    MEAN_WORD_MIN_LOG_PROB_FIELD_NUMBER: _ClassVar[int]
+    LENGTH_RATIO_FIELD_NUMBER: _ClassVar[int]
+    score: float
+    mean_log_prob: float
+    uncovered: float
+    wass_to_unif: float
+    min_word_log_prob: float
+    words: _containers.RepeatedCompositeFieldContainer[WordQuality]
+    mean_word_min_log_prob: float
+    length_ratio: float
+    def __init__(self, score: _Optional[float] = ..., mean_log_prob: _Optional[float] = ..., uncovered: _Optional[float] = ..., wass_to_unif: _Optional[float] = ..., min_word_log_prob: _Optional[float] = ..., words: _Optional[_Iterable[_Union[WordQuality, _Mapping]]] = ..., mean_word_min_log_prob: _Optional[float] = ..., length_ratio: _Optional[float] = ...) -> None: ...
+
+class WordQuality(_message.Message):
+    __slots__ = ("mean_log_prob", "min_log_prob", "pieces")
+    MEAN_LOG_PROB_FIELD_NUMBER: _ClassVar[int]
+    MIN_LOG_PROB_FIELD_NUMBER: _ClassVar[int]
+    PIECES_FIELD_NUMBER: _ClassVar[int]
+    mean_log_prob: float
+    min_log_prob: float
+    pieces: int
+    def __init__(self, mean_log_prob: _Optional[float] = ..., min_log_prob: _Optional[float] = ..., pieces: _Optional[int] = ...) -> None: ...
+
+class Span(_message.Message):
+    __slots__ = ("start", "end")
+    START_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    start: int
+    end: int
+    def __init__(self, start: _Optional[int] = ..., end: _Optional[int] = ...) -> None: ...
+
+class SentenceTranslation(_message.Message):
+    __slots__ = ("source", "target", "translation")
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    TRANSLATION_FIELD_NUMBER: _ClassVar[int]
+    source: Span
+    target: Span
+    translation: Translation
+    def __init__(self, source: _Optional[_Union[Span, _Mapping]] = ..., target: _Optional[_Union[Span, _Mapping]] = ..., translation: _Optional[_Union[Translation, _Mapping]] = ...) -> None: ...
 
 class TranslateResponse(_message.Message):
     __slots__ = ("translations", "model", "model_version")
@@ -62,19 +155,23 @@ class TranslateResponse(_message.Message):
     def __init__(self, translations: _Optional[_Iterable[_Union[Translation, _Mapping]]] = ..., model: _Optional[str] = ..., model_version: _Optional[str] = ...) -> None: ...
 
 class Translation(_message.Message):
-    __slots__ = ("text", "source_tokens", "source_words", "hypotheses")
+    __slots__ = ("text", "source_tokens", "source_words", "hypotheses", "source_word_spans", "sentences")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     SOURCE_TOKENS_FIELD_NUMBER: _ClassVar[int]
     SOURCE_WORDS_FIELD_NUMBER: _ClassVar[int]
     HYPOTHESES_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_WORD_SPANS_FIELD_NUMBER: _ClassVar[int]
+    SENTENCES_FIELD_NUMBER: _ClassVar[int]
     text: str
     source_tokens: _containers.RepeatedScalarFieldContainer[str]
     source_words: _containers.RepeatedScalarFieldContainer[str]
     hypotheses: _containers.RepeatedCompositeFieldContainer[Hypothesis]
-    def __init__(self, text: _Optional[str] = ..., source_tokens: _Optional[_Iterable[str]] = ..., source_words: _Optional[_Iterable[str]] = ..., hypotheses: _Optional[_Iterable[_Union[Hypothesis, _Mapping]]] = ...) -> None: ...
+    source_word_spans: _containers.RepeatedCompositeFieldContainer[Span]
+    sentences: _containers.RepeatedCompositeFieldContainer[SentenceTranslation]
+    def __init__(self, text: _Optional[str] = ..., source_tokens: _Optional[_Iterable[str]] = ..., source_words: _Optional[_Iterable[str]] = ..., hypotheses: _Optional[_Iterable[_Union[Hypothesis, _Mapping]]] = ..., source_word_spans: _Optional[_Iterable[_Union[Span, _Mapping]]] = ..., sentences: _Optional[_Iterable[_Union[SentenceTranslation, _Mapping]]] = ...) -> None: ...
 
 class Hypothesis(_message.Message):
-    __slots__ = ("text", "score", "log_prob", "target_tokens", "token_log_probs", "target_words", "alignment")
+    __slots__ = ("text", "score", "log_prob", "target_tokens", "token_log_probs", "target_words", "alignment", "target_word_spans", "quality", "suspect", "glossary_applied")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
     LOG_PROB_FIELD_NUMBER: _ClassVar[int]
@@ -82,6 +179,10 @@ class Hypothesis(_message.Message):
     TOKEN_LOG_PROBS_FIELD_NUMBER: _ClassVar[int]
     TARGET_WORDS_FIELD_NUMBER: _ClassVar[int]
     ALIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    TARGET_WORD_SPANS_FIELD_NUMBER: _ClassVar[int]
+    QUALITY_FIELD_NUMBER: _ClassVar[int]
+    SUSPECT_FIELD_NUMBER: _ClassVar[int]
+    GLOSSARY_APPLIED_FIELD_NUMBER: _ClassVar[int]
     text: str
     score: float
     log_prob: float
@@ -89,7 +190,11 @@ class Hypothesis(_message.Message):
     token_log_probs: _containers.RepeatedScalarFieldContainer[float]
     target_words: _containers.RepeatedScalarFieldContainer[str]
     alignment: Alignment
-    def __init__(self, text: _Optional[str] = ..., score: _Optional[float] = ..., log_prob: _Optional[float] = ..., target_tokens: _Optional[_Iterable[str]] = ..., token_log_probs: _Optional[_Iterable[float]] = ..., target_words: _Optional[_Iterable[str]] = ..., alignment: _Optional[_Union[Alignment, _Mapping]] = ...) -> None: ...
+    target_word_spans: _containers.RepeatedCompositeFieldContainer[Span]
+    quality: Quality
+    suspect: bool
+    glossary_applied: _containers.RepeatedCompositeFieldContainer[GlossaryMatch]
+    def __init__(self, text: _Optional[str] = ..., score: _Optional[float] = ..., log_prob: _Optional[float] = ..., target_tokens: _Optional[_Iterable[str]] = ..., token_log_probs: _Optional[_Iterable[float]] = ..., target_words: _Optional[_Iterable[str]] = ..., alignment: _Optional[_Union[Alignment, _Mapping]] = ..., target_word_spans: _Optional[_Iterable[_Union[Span, _Mapping]]] = ..., quality: _Optional[_Union[Quality, _Mapping]] = ..., suspect: _Optional[bool] = ..., glossary_applied: _Optional[_Iterable[_Union[GlossaryMatch, _Mapping]]] = ...) -> None: ...
 
 class Alignment(_message.Message):
     __slots__ = ("level", "rows", "links", "pharaoh")
@@ -126,16 +231,24 @@ class AlignmentLink(_message.Message):
     def __init__(self, source: _Optional[int] = ..., target: _Optional[int] = ...) -> None: ...
 
 class StreamRequest(_message.Message):
-    __slots__ = ("id", "sentence", "model", "options")
+    __slots__ = ("id", "sentence", "model", "options", "format", "split_sentences", "glossary", "glossary_name")
     ID_FIELD_NUMBER: _ClassVar[int]
     SENTENCE_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
+    SPLIT_SENTENCES_FIELD_NUMBER: _ClassVar[int]
+    GLOSSARY_FIELD_NUMBER: _ClassVar[int]
+    GLOSSARY_NAME_FIELD_NUMBER: _ClassVar[int]
     id: str
     sentence: str
     model: str
     options: DecodingOptions
-    def __init__(self, id: _Optional[str] = ..., sentence: _Optional[str] = ..., model: _Optional[str] = ..., options: _Optional[_Union[DecodingOptions, _Mapping]] = ...) -> None: ...
+    format: TextFormat
+    split_sentences: bool
+    glossary: _containers.RepeatedCompositeFieldContainer[GlossaryEntry]
+    glossary_name: str
+    def __init__(self, id: _Optional[str] = ..., sentence: _Optional[str] = ..., model: _Optional[str] = ..., options: _Optional[_Union[DecodingOptions, _Mapping]] = ..., format: _Optional[_Union[TextFormat, str]] = ..., split_sentences: _Optional[bool] = ..., glossary: _Optional[_Iterable[_Union[GlossaryEntry, _Mapping]]] = ..., glossary_name: _Optional[str] = ...) -> None: ...
 
 class StreamResponse(_message.Message):
     __slots__ = ("id", "translation", "error")

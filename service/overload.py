@@ -1,0 +1,178 @@
+"""`attnmt bench overload`: far more callers than the server can queue (issue 7).
+
+A real `attnmt serve` with default settings except `max_queue` (64) on loopback;
+closed-loop grpc.aio callers in this process, one test sentence per call (greedy,
+word alignments, as `bench serving`), spread over `channels` connections (HTTP/2
+allows `max_concurrent_streams`, 100 by default, calls per connection). Three runs
+of `duration` seconds each:
+
+- baseline: 64 callers, which never overflow the queue: the goodput to keep;
+- at once: 512 callers that retry a refusal immediately (the worst case);
+- retry info: 512 callers that wait as the refusal's RetryInfo says, jittered
+  x0.5-1.5 (what the bundled client does).
+
+Reported per run: goodput (answered sentences/s) and its ratio to the baseline,
+refusals/s, refusal latency p50/p99 as the callers see it, the server's CPU time
+(/proc) per answer and per refusal. The per-refusal figure subtracts the
+baseline's CPU per answer times the answers, so it is what refusing cost on top of
+translating. Targets (issue 7): goodput >= 0.7 x baseline in both overload runs,
+refusal p99 < 50 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import time
+from pathlib import Path
+
+import grpc
+import numpy as np
+
+from .client import retry_delay
+from .loadtest import ServerProcess, cpu_seconds_self, describe, format_targets, machine, target
+from .stubs import translator_pb2 as pb
+from .stubs import translator_pb2_grpc as pb_grpc
+
+def runs(callers: int = 512, baseline_callers: int = 64) -> tuple:
+    """(name, callers, retry) of the three runs."""
+    return (("baseline", baseline_callers, "none"), ("at_once", callers, "at_once"),
+            ("retry_info", callers, "retry_info"))
+
+
+async def closed_loop_overload(address: str, sentences: list[str], callers: int, duration: float,
+                               retry: str, channels: int) -> dict:
+    """`callers` callers, each sending its next sentence when the last call ended, for
+    `duration` seconds; calls in flight at the end are waited for. retry: 'none' (a
+    refusal is counted and the caller goes on), 'at_once' or 'retry_info' (how long a
+    refused caller waits before its next call)."""
+    options = pb.DecodingOptions(beam_size=1, alignment=pb.ALIGNMENT_WORDS)
+    answered, refusals, errors = 0, [], {}
+    loop = asyncio.get_running_loop()
+    connections = [grpc.aio.insecure_channel(address) for _ in range(max(1, channels))]
+    stubs = [pb_grpc.TranslatorStub(c) for c in connections]
+    start = loop.time()
+    stop_at = start + duration
+
+    async def caller(i: int) -> None:
+        nonlocal answered
+        stub, n = stubs[i % len(stubs)], i
+        while loop.time() < stop_at:
+            request = pb.TranslateRequest(sentences=[sentences[n % len(sentences)]], options=options)
+            began = time.perf_counter()
+            try:
+                await stub.Translate(request, timeout=60)
+                answered += 1
+                n += callers
+            except grpc.aio.AioRpcError as e:
+                if e.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
+                    errors[e.code().name] = errors.get(e.code().name, 0) + 1
+                    continue
+                refusals.append(time.perf_counter() - began)
+                if retry == "retry_info":
+                    delay = retry_delay(e, 0) or 0.0
+                    await asyncio.sleep(delay * random.uniform(0.5, 1.5))
+    try:
+        await asyncio.gather(*(caller(i) for i in range(callers)))
+    finally:
+        for c in connections:
+            await c.close()
+    elapsed = loop.time() - start
+    ms = np.array(refusals) * 1000
+    return {"callers": callers, "retry": retry, "seconds": round(elapsed, 2), "answered": answered,
+            "goodput_per_s": round(answered / elapsed, 1), "refusals": len(refusals),
+            "refusals_per_s": round(len(refusals) / elapsed, 1),
+            "refusal_p50_ms": round(float(np.percentile(ms, 50)), 2) if len(ms) else None,
+            "refusal_p99_ms": round(float(np.percentile(ms, 99)), 2) if len(ms) else None,
+            "errors": errors}
+
+
+def bench_overload(model: Path, sentences: list[str], duration: float = 30, max_queue: int = 64,
+                   channels: int = 8, plan: tuple = runs(), settings: dict[str, str] | None = None) -> dict:
+    host = machine()
+    env = {"ATTNMT_MAX_QUEUE": str(max_queue), **{f"ATTNMT_{k.upper()}": v for k, v in (settings or {}).items()}}
+    results = {}
+    with ServerProcess(model, env, defaults=True) as server:
+        asyncio.run(closed_loop_overload(server.address, sentences, 8, min(duration, 2), "none", 1))   # warm-up
+        for name, callers, retry in plan:
+            server_cpu, own_cpu = server.cpu_seconds(), cpu_seconds_self()
+            run = asyncio.run(closed_loop_overload(server.address, sentences, callers, duration, retry, channels))
+            run["server_cpu_s"] = round(server.cpu_seconds() - server_cpu, 2)
+            run["client_cpu_s"] = round(cpu_seconds_self() - own_cpu, 2)
+            results[name] = run
+    base = results.get("baseline")
+    cpu_per_answer = base["server_cpu_s"] / base["answered"] if base and base["answered"] else None
+    for run in results.values():
+        run["server_cpu_ms_per_answer"] = round(1000 * run["server_cpu_s"] / run["answered"], 2) \
+            if run["answered"] else None
+        if base:
+            run["goodput_ratio"] = round(run["goodput_per_s"] / base["goodput_per_s"], 3) \
+                if base["goodput_per_s"] else None
+        if run["refusals"] and cpu_per_answer is not None:
+            extra = run["server_cpu_s"] - cpu_per_answer * run["answered"]
+            run["server_cpu_ms_per_refusal"] = round(1000 * max(extra, 0.0) / run["refusals"], 3)
+    targets = []
+    for name in ("at_once", "retry_info"):
+        run = results.get(name)
+        if run is None:
+            continue
+        targets.append(target(f"goodput, {name.replace('_', ' ')} / baseline", run.get("goodput_ratio"), "≥", 0.7))
+        targets.append(target(f"refusal p99 ms, {name.replace('_', ' ')}", run["refusal_p99_ms"], "≤", 50))
+    return {"machine": host, "max_queue": max_queue, "channels": channels, "duration_s": duration,
+            "sentences": len(sentences), "server_settings": settings or "defaults", "runs": results,
+            "targets": targets}
+
+
+def format_overload(report: dict) -> str:
+    lines = [f"{describe(report['machine'])}; `attnmt serve` with max_queue {report['max_queue']}, "
+             f"settings {report['server_settings']}; callers on {report['channels']} connections, "
+             f"{report['duration_s']:g} s a run, one sentence a call, greedy, word alignments.", "",
+             "| run | callers | answered/s | / baseline | refusals/s | refusal p50 ms | refusal p99 ms "
+             "| server CPU ms / answer | server CPU ms / refusal | errors |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for name, r in report["runs"].items():
+        cells = [name, r["callers"], r["goodput_per_s"], r.get("goodput_ratio"), r["refusals_per_s"],
+                 r["refusal_p50_ms"], r["refusal_p99_ms"], r["server_cpu_ms_per_answer"],
+                 r.get("server_cpu_ms_per_refusal"), r["errors"] or ""]
+        lines.append("| " + " | ".join("—" if c is None else str(c) for c in cells) + " |")
+    return "\n".join(lines + ["", format_targets(report["targets"])])
+
+
+def cmd_bench_overload(args: argparse.Namespace) -> int:
+    from attnmt.model.bench import source_sentences
+    settings = dict(item.split("=", 1) for item in args.set or [])
+    report = bench_overload(args.model, source_sentences(args.model, args.data, args.sentences), args.duration,
+                            args.max_queue, args.channels, runs(args.callers, args.baseline_callers), settings)
+    print(format_overload(report))
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    return 0
+
+
+def bench_subcommands(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
+    """The `attnmt bench` subcommands (registered by attnmt.model.cli), to add the
+    serving-side ones."""
+    bench = sub.choices["bench"]
+    return next(a for a in bench._actions if isinstance(a, argparse._SubParsersAction))
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from .soak import register_soak
+    repo = Path(__file__).resolve().parent.parent
+    bench = bench_subcommands(sub)
+    b = bench.add_parser("overload", help="512 callers against max_queue 64: goodput kept, refusal latency and "
+                                          "CPU (retrying at once vs honouring RetryInfo)")
+    b.add_argument("--model", type=Path, default=repo / "models" / "rnnsearch-es-en")
+    b.add_argument("--data", type=Path, default=repo / "data" / "bible", help="data directory with the test split")
+    b.add_argument("--sentences", type=int, help="use this many test sentences, evenly spaced (default: all)")
+    b.add_argument("--duration", type=float, default=30, help="seconds per run (three runs)")
+    b.add_argument("--max-queue", type=int, default=64)
+    b.add_argument("--callers", type=int, default=512, help="callers in the two overload runs")
+    b.add_argument("--baseline-callers", type=int, default=64, help="callers in the baseline run")
+    b.add_argument("--channels", type=int, default=8, help="connections the callers share")
+    b.add_argument("--set", action="append", metavar="KEY=VALUE", help="another server setting (repeatable)")
+    b.add_argument("--json", type=Path, help="also write the report here")
+    b.set_defaults(func=cmd_bench_overload)
+    register_soak(bench, repo)
