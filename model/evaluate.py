@@ -55,7 +55,7 @@ def shortlist_change(model_dir: Path, data_dir: Path, split: str = "dev") -> dic
     from .export import update_manifest
 
     full = Engine(model_dir, EngineOptions(shortlist=False))
-    listed = Engine(model_dir)
+    listed = Engine(model_dir, EngineOptions(shortlist=True))
     m = full.manifest
     pairs = list(read_parallel(*corpus_files(data_dir, split, m.source_language, m.target_language)))
     sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
@@ -85,9 +85,9 @@ def evaluate(model_dir: Path, data_dir: Path, split: str = "test", beam: int = 5
                     "sacrebleu": f"sacreBLEU {sacrebleu.__version__} defaults (13a, exp smoothing), detokenised"}
     translations = {}
     runs = [("greedy", translator, SearchOptions()), (f"beam{beam}", translator, SearchOptions(beam_size=beam))]
-    if engine.shortlist is not None:         # the same model over the full vocabulary, for comparison
-        runs.append(("greedy-full-vocabulary", Translator(Engine(model_dir, EngineOptions(shortlist=False)),
-                                                          max_tokens=100_000), SearchOptions()))
+    if engine.manifest.shortlist:            # the same model with its lexical shortlist, for comparison
+        runs.append(("greedy-shortlist", Translator(Engine(model_dir, EngineOptions(shortlist=True)),
+                                                    max_tokens=100_000), SearchOptions()))
     if translator.protector is not None:     # the same model with placeholder protection off, for comparison
         runs.append(("greedy-unprotected", Translator(engine, max_tokens=100_000, protect_placeholders=False),
                      SearchOptions()))

@@ -227,8 +227,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("text", nargs="*", help="sentences (default: read --input or stdin, one per line)")
     p.add_argument("--model", type=Path, help="model directory (offline)")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    p.add_argument("--no-shortlist", dest="shortlist", action="store_false",
-                   help="offline: ignore the model's lexical shortlist (full vocabulary at every step)")
+    p.add_argument("--shortlist", action="store_true",
+                   help="offline: use the model's lexical shortlist (faster one sentence at a time, slower in "
+                        "large batches; off by default)")
     p.add_argument("--server", help="HOST:PORT of an attnmt server")
     p.add_argument("--model-name", default="", help="with --server: which served model")
     p.add_argument("--timeout", type=float, default=60.0)

@@ -30,13 +30,13 @@ import numpy as np
 from .engine import Engine
 from .errors import InvalidInput
 from .search import select_beams
-from .shortlist import Union
+from .shortlist import union_bias
 from .slots import Memory, Rows
 
 GREEDY, FORCED, BEAM = 0, 1, 2
-# The shortlist graph runs while the batch's union of candidates is at most this share of the
-# vocabulary: measured on 2 cores, a union of 40-50 % (64 Bible verses) is slower than the full
-# output layer, one sentence's ~11 % is 1.6x faster.
+# The shortlist graph runs while the batch's candidate sets add up to at most this share of the
+# vocabulary (one or two sentences): measured on 2 cores, the union of 64 Bible verses covers
+# 40-50 % of the vocabulary and is slower than the full output layer; one sentence's ~11 % is faster.
 UNION_SHARE = 0.25
 
 
@@ -141,7 +141,6 @@ class DecodeBatch:
         self._owner: list[Search | None] = []     # row -> its sentence
         self._device_memory: tuple | None = None  # (version, OrtValues) with IO binding
         self._choice: tuple | None = None         # (memory version, candidates, bias per memory slot)
-        self._union: Union | None = None          # the shortlists' union, kept across steps
         self._masks: dict[int, np.ndarray] = {}   # search id -> its shortlist as a bias over the vocabulary
 
     def __len__(self) -> int:
@@ -249,12 +248,9 @@ class DecodeBatch:
         by_slot = sorted(self.searches, key=lambda s: s.slot)
         listed = {s.id: s.candidates for s in by_slot if s.candidates is not None}
         candidates = bias = None
-        if len(listed) == len(by_slot):
-            if self._union is None:
-                self._union = Union(self.engine.vocab_size)
-            self._union.update(listed)
-            if len(self._union.candidates) <= UNION_SHARE * self.engine.vocab_size:
-                candidates, bias = self._union.candidates, self._union.bias([s.id for s in by_slot])  # C, N x C
+        small = sum(len(c) for c in listed.values()) <= UNION_SHARE * self.engine.vocab_size
+        if len(listed) == len(by_slot) and small:
+            candidates, bias = union_bias([s.candidates for s in by_slot])          # C, N x C
         if listed and candidates is None:
             for gone in self._masks.keys() - listed.keys():
                 del self._masks[gone]

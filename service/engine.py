@@ -39,7 +39,8 @@ class EngineOptions:
     optimization: str = "all"       # disable | basic | extended | all
     allow_spinning: bool = True     # worker threads spin between steps: faster steps, busier cores
     io_binding: bool | None = None  # bind inputs/outputs explicitly (None: on for cuda, off for cpu)
-    shortlist: bool = True          # use the model's lexical shortlist when it has one
+    shortlist: bool = False         # use the model's lexical shortlist when it has one (off: it pays only
+                                    # at one or two sentences a step; docs/benchmarks.md)
 
 
 @dataclass

@@ -251,6 +251,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"attnmt serve: {e}", file=sys.stderr)
         return 2
     logs.configure(settings.log_level, settings.log_format)
+    sys.setswitchinterval(settings.switch_interval_ms / 1000)
     try:
         server = asyncio.run(serve(settings))
     except (ConfigError, AttnmtError) as e:

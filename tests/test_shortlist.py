@@ -39,7 +39,7 @@ def listed_model(tiny_run, tmp_path_factory):
 
 def engines(model_dir):
     from attnmt.service.engine import Engine, EngineOptions
-    return Engine(model_dir, EngineOptions(shortlist=False)), Engine(model_dir)
+    return Engine(model_dir, EngineOptions(shortlist=False)), Engine(model_dir, EngineOptions(shortlist=True))
 
 
 def test_shortlist_graph_over_every_id_equals_the_full_graph(listed_model):
@@ -118,9 +118,10 @@ def test_manifest_lists_the_shortlist(listed_model):
     assert set(SHORTLIST_GRAPHS.values()) <= set(m.files)
 
 
-def test_export_without_shortlist_has_none(tiny_model):
-    from attnmt.service.engine import Engine
-    assert Engine(tiny_model).shortlist is None
+def test_export_without_shortlist_has_none_and_the_shortlist_is_opt_in(tiny_model, listed_model):
+    from attnmt.service.engine import Engine, EngineOptions
+    assert Engine(tiny_model, EngineOptions(shortlist=True)).shortlist is None
+    assert Engine(listed_model).shortlist is None
 
 
 def test_shortlist_change_is_measured(listed_model, tmp_path):
@@ -143,18 +144,19 @@ def test_the_union_graph_and_the_masked_full_vocabulary_give_the_same_translatio
     translator = Translator(listed)
     sentences = [s for s, _ in synthetic_corpus(12, seed=4)]
     results = {}
-    for share in (1.0, 0.0):                  # always the shortlist graph / always the full one, masked
+    for share in (1e9, 0.0):                  # always the shortlist graph / always the full one, masked
         monkeypatch.setattr(decoding, "UNION_SHARE", share)
         batch = DecodeBatch(listed)
         batch.add([translator.search(s, SearchOptions()) for s in sentences])
         candidates, bias = batch._vocabulary()
         if share:
             assert candidates is not None and bias.shape == (12, len(candidates))
+            assert set(candidates.tolist()) == set(np.concatenate([s.candidates for s in batch.searches]).tolist())
         else:
             assert candidates is None and bias.shape == (12, listed.vocab_size)
         by_slot = sorted(batch.searches, key=lambda s: s.slot)
         assert [np.isfinite(row).sum() for row in bias] == [len(s.candidates) for s in by_slot]
         results[share] = translator.translate(sentences, SearchOptions())
-    for a, b in zip(results[1.0], results[0.0]):
+    for a, b in zip(results[1e9], results[0.0]):
         assert a.best.text == b.best.text
         np.testing.assert_allclose(a.best.token_log_probs, b.best.token_log_probs, atol=1e-5)
