@@ -51,7 +51,11 @@ async def closed_loop_overload(address: str, sentences: list[str], callers: int,
     options = pb.DecodingOptions(beam_size=1, alignment=pb.ALIGNMENT_WORDS)
     answered, refusals, errors = 0, [], {}
     loop = asyncio.get_running_loop()
-    connections = [grpc.aio.insecure_channel(address) for _ in range(max(1, channels))]
+    # A local subchannel pool gives each channel its own connection: gRPC otherwise shares one
+    # connection between channels to the same address, and past the server's
+    # max_concurrent_streams (100) per connection HTTP/2 refuses streams (UNAVAILABLE).
+    connections = [grpc.aio.insecure_channel(address, options=[("grpc.use_local_subchannel_pool", 1)])
+                   for _ in range(max(1, channels))]
     stubs = [pb_grpc.TranslatorStub(c) for c in connections]
     start = loop.time()
     stop_at = start + duration
