@@ -120,6 +120,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--beam", type=int, default=5)
     b.add_argument("--table", type=Path, help="also write the Markdown table here")
     b.set_defaults(func=cmd_bench_quality)
+    from attnmt.service.bench_cli import register as register_serving_benches   # bench overload, bench soak
+    register_serving_benches(bench)
 
 
 _REPO = Path(__file__).resolve().parent.parent

@@ -259,8 +259,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     from attnmt.model.cli import register
     register(sub)
-    from .overload import register as register_load_benches    # bench overload, bench soak
-    register_load_benches(sub)
     return parser
 
 

@@ -153,30 +153,3 @@ def cmd_bench_overload(args: argparse.Namespace) -> int:
     if args.json:
         args.json.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     return 0
-
-
-def bench_subcommands(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
-    """The `attnmt bench` subcommands (registered by attnmt.model.cli), to add the
-    serving-side ones."""
-    bench = sub.choices["bench"]
-    return next(a for a in bench._actions if isinstance(a, argparse._SubParsersAction))
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    from .soak import register_soak
-    repo = Path(__file__).resolve().parent.parent
-    bench = bench_subcommands(sub)
-    b = bench.add_parser("overload", help="512 callers against max_queue 64: goodput kept, refusal latency and "
-                                          "CPU (retrying at once vs honouring RetryInfo)")
-    b.add_argument("--model", type=Path, default=repo / "models" / "rnnsearch-es-en")
-    b.add_argument("--data", type=Path, default=repo / "data" / "bible", help="data directory with the test split")
-    b.add_argument("--sentences", type=int, help="use this many test sentences, evenly spaced (default: all)")
-    b.add_argument("--duration", type=float, default=30, help="seconds per run (three runs)")
-    b.add_argument("--max-queue", type=int, default=64)
-    b.add_argument("--callers", type=int, default=512, help="callers in the two overload runs")
-    b.add_argument("--baseline-callers", type=int, default=64, help="callers in the baseline run")
-    b.add_argument("--channels", type=int, default=8, help="connections the callers share")
-    b.add_argument("--set", action="append", metavar="KEY=VALUE", help="another server setting (repeatable)")
-    b.add_argument("--json", type=Path, help="also write the report here")
-    b.set_defaults(func=cmd_bench_overload)
-    register_soak(bench, repo)

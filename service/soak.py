@@ -174,16 +174,3 @@ def cmd_bench_soak(args: argparse.Namespace) -> int:
         args.json.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     met = all(t["met"] for t in report["targets"])
     return 0 if met else 1
-
-
-def register_soak(bench: argparse._SubParsersAction, repo: Path) -> None:
-    b = bench.add_parser("soak", help="a long mixed-load run at half capacity: memory growth and unexpected errors "
-                                      "(`make soak`: 10 minutes)")
-    b.add_argument("--model", type=Path, default=repo / "models" / "rnnsearch-es-en")
-    b.add_argument("--data", type=Path, default=repo / "data" / "bible", help="data directory with the test split")
-    b.add_argument("--sentences", type=int, help="use this many test sentences, evenly spaced (default: all)")
-    b.add_argument("--duration", type=float, default=600, help="seconds of mixed load")
-    b.add_argument("--capacity-seconds", type=float, default=20, help="about this long measuring capacity first")
-    b.add_argument("--sample-every", type=float, default=5.0, help="seconds between memory samples")
-    b.add_argument("--json", type=Path, help="also write the report here")
-    b.set_defaults(func=cmd_bench_soak)

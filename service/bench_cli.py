@@ -1,0 +1,46 @@
+"""`attnmt bench overload` and `attnmt bench soak`: the serving-side load benchmarks'
+arguments. The `bench` group belongs to `attnmt.model.cli`, which adds these; the
+modules that run them (grpc, numpy, the client) are imported only when one runs, so
+they cost `attnmt translate` and `attnmt serve` nothing at start-up."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def _overload(args: argparse.Namespace) -> int:
+    from .overload import cmd_bench_overload
+    return cmd_bench_overload(args)
+
+
+def _soak(args: argparse.Namespace) -> int:
+    from .soak import cmd_bench_soak
+    return cmd_bench_soak(args)
+
+
+def register(bench: argparse._SubParsersAction) -> None:
+    repo = Path(__file__).resolve().parent.parent
+    b = bench.add_parser("overload", help="512 callers against max_queue 64: goodput kept, refusal latency and "
+                                          "CPU (retrying at once vs honouring RetryInfo)")
+    b.add_argument("--model", type=Path, default=repo / "models" / "rnnsearch-es-en")
+    b.add_argument("--data", type=Path, default=repo / "data" / "bible", help="data directory with the test split")
+    b.add_argument("--sentences", type=int, help="use this many test sentences, evenly spaced (default: all)")
+    b.add_argument("--duration", type=float, default=30, help="seconds per run (three runs)")
+    b.add_argument("--max-queue", type=int, default=64)
+    b.add_argument("--callers", type=int, default=512, help="callers in the two overload runs")
+    b.add_argument("--baseline-callers", type=int, default=64, help="callers in the baseline run")
+    b.add_argument("--channels", type=int, default=8, help="connections the callers share")
+    b.add_argument("--set", action="append", metavar="KEY=VALUE", help="another server setting (repeatable)")
+    b.add_argument("--json", type=Path, help="also write the report here")
+    b.set_defaults(func=_overload)
+    b = bench.add_parser("soak", help="a long mixed-load run at half capacity: memory growth and unexpected errors "
+                                      "(`make soak`: 10 minutes)")
+    b.add_argument("--model", type=Path, default=repo / "models" / "rnnsearch-es-en")
+    b.add_argument("--data", type=Path, default=repo / "data" / "bible", help="data directory with the test split")
+    b.add_argument("--sentences", type=int, help="use this many test sentences, evenly spaced (default: all)")
+    b.add_argument("--duration", type=float, default=600, help="seconds of mixed load")
+    b.add_argument("--capacity-seconds", type=float, default=20, help="about this long measuring capacity first")
+    b.add_argument("--sample-every", type=float, default=5.0, help="seconds between memory samples")
+    b.add_argument("--json", type=Path, help="also write the report here")
+    b.set_defaults(func=_soak)
