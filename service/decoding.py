@@ -242,6 +242,8 @@ class DecodeBatch:
         its batch-mates: the shortlist graph over the union while the union is small, else the
         full graph with each row masked (the union of many sentences covers much of the
         vocabulary, and gathering it costs more than it saves: docs/benchmarks.md)."""
+        if self.engine.shortlist is None:          # shortlist off (the default): nothing to work out
+            return None, None
         key = (self.memory.version, self.memory.n)
         if self._choice is not None and self._choice[0] == key:
             return self._choice[1], self._choice[2]
