@@ -12,8 +12,9 @@ split, which needs no aligner and ranks a word's translations above the
 function words every sentence contains (those are in the frequent set anyway).
 
 The service (service/shortlist.py) reads `shortlist.npz` and gives each
-sentence its own candidate set; a batch runs the union, with every row masked
-to its own sentence's set, so a translation never depends on its batch-mates
+sentence its own candidate set; every row is masked to its own sentence's set,
+over the union of a small batch's sets or over the full vocabulary in a large
+batch (service/decoding.py), so a translation never depends on its batch-mates
 (the per-batch shortlist bug of mozilla/translations #977).
 
 The two step graphs written here are the contract's `decoder_step_shortlist`
