@@ -11,6 +11,8 @@ import json
 import sys
 from pathlib import Path
 
+from attnmt.service.bench_cli import model_and_data_arguments
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("data", help="prepare a parallel corpus")
@@ -128,20 +130,13 @@ _REPO = Path(__file__).resolve().parent.parent
 
 
 def _bench_arguments(b: argparse.ArgumentParser) -> None:
-    b.add_argument("--model", type=Path, default=_REPO / "models" / "rnnsearch-es-en",
-                   help="model directory (default: the bundled model)")
-    b.add_argument("--data", type=Path, default=_REPO / "data" / "bible",
-                   help="data directory with the test split (default: data/bible)")
-    b.add_argument("--sentences", type=int, help="use this many test sentences, evenly spaced (default: all)")
+    model_and_data_arguments(b)
     b.add_argument("--repeats", type=int, default=5)
     b.add_argument("--json", type=Path, help="also write the report here")
 
 
 def _measure_arguments(b: argparse.ArgumentParser) -> None:
-    b.add_argument("--model", type=Path, default=_REPO / "models" / "rnnsearch-es-en",
-                   help="model directory (default: the bundled model)")
-    b.add_argument("--data", type=Path, default=_REPO / "data" / "bible",
-                   help="data directory with the test split (default: data/bible)")
+    model_and_data_arguments(b, sentences=False)
     b.add_argument("--json", type=Path, help="also write the report here")
 
 

@@ -19,13 +19,23 @@ def _soak(args: argparse.Namespace) -> int:
     return cmd_bench_soak(args)
 
 
+REPO = Path(__file__).resolve().parent.parent
+
+
+def model_and_data_arguments(b: argparse.ArgumentParser, sentences: bool = True) -> None:
+    """--model, --data (and --sentences): what every benchmark and measurement reads."""
+    b.add_argument("--model", type=Path, default=REPO / "models" / "rnnsearch-es-en",
+                   help="model directory (default: the bundled model)")
+    b.add_argument("--data", type=Path, default=REPO / "data" / "bible",
+                   help="data directory with the test split (default: data/bible)")
+    if sentences:
+        b.add_argument("--sentences", type=int, help="use this many test sentences, evenly spaced (default: all)")
+
+
 def register(bench: argparse._SubParsersAction) -> None:
-    repo = Path(__file__).resolve().parent.parent
     b = bench.add_parser("overload", help="512 callers against max_queue 64: goodput kept, refusal latency and "
                                           "CPU (retrying at once vs honouring RetryInfo)")
-    b.add_argument("--model", type=Path, default=repo / "models" / "rnnsearch-es-en")
-    b.add_argument("--data", type=Path, default=repo / "data" / "bible", help="data directory with the test split")
-    b.add_argument("--sentences", type=int, help="use this many test sentences, evenly spaced (default: all)")
+    model_and_data_arguments(b)
     b.add_argument("--duration", type=float, default=30, help="seconds per run (three runs)")
     b.add_argument("--max-queue", type=int, default=64)
     b.add_argument("--callers", type=int, default=512, help="callers in the two overload runs")
@@ -36,9 +46,7 @@ def register(bench: argparse._SubParsersAction) -> None:
     b.set_defaults(func=_overload)
     b = bench.add_parser("soak", help="a long mixed-load run at half capacity: memory growth and unexpected errors "
                                       "(`make soak`: 10 minutes)")
-    b.add_argument("--model", type=Path, default=repo / "models" / "rnnsearch-es-en")
-    b.add_argument("--data", type=Path, default=repo / "data" / "bible", help="data directory with the test split")
-    b.add_argument("--sentences", type=int, help="use this many test sentences, evenly spaced (default: all)")
+    model_and_data_arguments(b)
     b.add_argument("--duration", type=float, default=600, help="seconds of mixed load")
     b.add_argument("--capacity-seconds", type=float, default=20, help="about this long measuring capacity first")
     b.add_argument("--sample-every", type=float, default=5.0, help="seconds between memory samples")
