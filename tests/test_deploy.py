@@ -351,6 +351,19 @@ def test_dashboard_is_a_grafana_dashboard_on_a_datasource_variable():
         assert topic in titles
 
 
+def test_error_ratio_panel_counts_the_codes_the_alert_pages_on():
+    """The panel's "server errors" line is the alert's ratio: a client's tight deadline shows on neither."""
+    def codes(expr):
+        (match,) = set(re.findall(r'grpc_code=~"([^"]+)"', expr))
+        return set(match.split("|"))
+    (rule,) = [r for r in alert_rules() if r["alert"] == "AttnmtHighErrorRatio"]
+    (panel,) = [p for p in dashboard()["panels"] if p["title"] == "Error ratio"]
+    (server_errors,) = [t["expr"] for t in panel["targets"] if t["legendFormat"].startswith("server errors")]
+    assert codes(server_errors) == codes(rule["expr"])
+    assert codes(rule["expr"]).isdisjoint({"DEADLINE_EXCEEDED", "CANCELLED", "INVALID_ARGUMENT", "NOT_FOUND",
+                                           "RESOURCE_EXHAUSTED", "OUT_OF_RANGE"})
+
+
 def test_dashboard_queries_parse(tmp_path):
     """promtool parses each query as a recording rule, Grafana variables filled in."""
     rules = [{"record": f"dashboard:query_{i}",
