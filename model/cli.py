@@ -92,6 +92,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--beam", type=int, default=1)
     b.add_argument("--set", action="append", default=[], metavar="SETTING=VALUE",
                    help="a server setting for both modes (repeatable), e.g. intra_op_threads=1")
+    b.add_argument("--set-continuous", action="append", default=[], metavar="SETTING=VALUE",
+                   help="a server setting for the continuous mode only (repeatable), e.g. max_batch_tokens=2048")
+    b.add_argument("--traces", type=int, default=1,
+                   help="open-loop arrival traces per rate (seeded); the p99 target is their median")
     b.add_argument("--plot", type=Path, help="write the plot (PNG) here")
     b.add_argument("--json", type=Path, help="also write the report here")
     b.set_defaults(func=cmd_bench_server)
@@ -246,7 +250,8 @@ def cmd_bench_server(args: argparse.Namespace) -> int:
     from .bench import source_sentences
     report = bench_server(args.model, source_sentences(args.model, args.data, args.sentences), args.concurrency,
                           args.loads, args.rates, args.requests, args.beam, args.seed,
-                          settings=dict(item.split("=", 1) for item in args.set))
+                          settings=dict(item.split("=", 1) for item in args.set), traces=args.traces,
+                          continuous_settings=dict(item.split("=", 1) for item in args.set_continuous))
     if args.plot:
         plot_bench_server(report, args.plot)
     return _bench_report(report, format_bench_server(report), args.json)

@@ -102,6 +102,20 @@ def test_bench_server(tiny_model, data, capsys, tmp_path):
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_bench_server_takes_the_median_over_traces_and_settings_for_continuous_only(tiny_model, data, capsys,
+                                                                                    tmp_path):
+    report, table = bench(capsys, tmp_path, "server", "--model", str(tiny_model), "--data", str(data),
+                          "--concurrency", "2", "--loads", "0.7", "--requests", "5", "--traces", "3",
+                          "--set-continuous", "max_batch_tokens=512")
+    opened = [p for p in report["points"] if p["loop"] == "open"]
+    assert [(p["batching"], p["trace"]) for p in opened] == [(m, k) for m in ("request", "continuous") for k in range(3)]
+    assert report["continuous_settings"] == {"max_batch_tokens": "512"} and "max_batch_tokens=512" in table
+    (goal,) = report["targets"]
+    ratios = [c["p99_ms"] / r["p99_ms"] for r, c in zip(opened[:3], opened[3:])]
+    assert goal["per_trace"] == [round(r, 3) for r in ratios]
+    assert goal["value"] == round(sorted(ratios)[1], 3) and "median of 3 arrival traces" in goal["what"]
+
+
 def test_poisson_arrivals_are_seeded_and_have_the_rate():
     from attnmt.service.bench_server import poisson_arrivals
     assert poisson_arrivals(50, 10, seed=3) == poisson_arrivals(50, 10, seed=3) != poisson_arrivals(50, 10, seed=4)
