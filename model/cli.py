@@ -44,8 +44,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--name", help="model name (default: the output directory's name)")
     p.add_argument("--checkpoint", default="best.pt")
     p.add_argument("--parity-sentences", type=int, default=64, help="dev sentences used for the parity check")
-    p.add_argument("--quantize", choices=["int8"], help="write int8 (dynamic quantization) graphs; BLEU change "
-                                                         "and speed on the dev split go into the manifest")
+    p.add_argument("--quantize", choices=["int8"],
+                   help="write int8 graphs (int8 weights; activations quantized per row, so batch-mates do not change "
+                        "a sentence's quantization); batch invariance, BLEU change and speed on the dev split go into "
+                        "the manifest")
     p.add_argument("--no-shortlist", dest="shortlist", action="store_false",
                    help="no lexical shortlist (by default one is built from the run's training split and its dev "
                         "BLEU change goes into the manifest)")
@@ -191,11 +193,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     training = {"config": cfg, "best_dev": best, "validations": len(history),
                 "data_card": (Path(cfg["data_dir"]) / "DATA_CARD.md").read_text()
                 if (Path(cfg["data_dir"]) / "DATA_CARD.md").exists() else None}
+    lexical = None
+    if args.shortlist:
+        from .shortlist import from_corpus
+        lexical = from_corpus(args.run / "spm.model", Path(cfg["data_dir"]), cfg["src_lang"], cfg["tgt_lang"])
     if not args.quantize:
-        lexical = None
-        if args.shortlist:
-            from .shortlist import from_corpus
-            lexical = from_corpus(args.run / "spm.model", Path(cfg["data_dir"]), cfg["src_lang"], cfg["tgt_lang"])
         manifest = export(args.run / args.checkpoint, args.run / "spm.model", args.out, args.name or args.out.name,
                           cfg["src_lang"], cfg["tgt_lang"], sentences, training, lexical_shortlist=lexical)
         print(json.dumps(manifest["export_parity"]))
@@ -210,7 +212,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         fp32 = Path(tmp) / "fp32"
         export(args.run / args.checkpoint, args.run / "spm.model", fp32, args.name or args.out.name,
-               cfg["src_lang"], cfg["tgt_lang"], sentences, training)
+               cfg["src_lang"], cfg["tgt_lang"], sentences, training, lexical_shortlist=lexical)
         report = quantize_int8(fp32, args.out, [s for s, _ in pairs], [t for _, t in pairs])
     print(json.dumps(report))
     return 0

@@ -189,6 +189,7 @@ def test_int8_quantization_translates_and_records_its_cost(tiny_model, tmp_path)
     assert report["bleu_int8"] > 50                          # still translates the toy language
     manifest = load_manifest(tmp_path / "int8")             # checksums of the new files hold
     assert manifest.quantization["bleu_change"] == report["bleu_change"]
+    assert report["batch_invariance"]["batch_mates"] <= 1e-5       # nothing, through the quantization
     assert set(GRAPHS.values()) <= set(manifest.files)
     tok = Tokenizer(tmp_path / "int8" / "spm.model")
     out = onnx_greedy(onnx_sessions(tmp_path / "int8"), [tok.encode("kasa granda vidas peru .")], len(tok))
