@@ -8,7 +8,9 @@ DATA ?= data/bible
 SOFTWARE ?= data/gettext
 MIXED ?= data/es-en
 RUN ?= runs/rnnsearch-es-en
-CONFIG ?= model/configs/rnnsearch-es-en.yaml
+# the run and checkpoint `make export` turns into the bundled model: stage 4's last.pt
+EXPORT_RUN ?= $(RUN)-bible12
+CHECKPOINT ?= last.pt
 
 .PHONY: serve test install data train export export-needs-a-run evaluate bench soak stubs clean
 
@@ -45,27 +47,34 @@ data: $(VENV)/.dev
 	@test -n "$$(ls /var/lib/apt/lists/*_Packages 2>/dev/null)" || apt-get update -q
 	$(BIN)/attnmt data gettext $(SOFTWARE)
 	$(BIN)/attnmt data mix $(MIXED) $(DATA):2 $(SOFTWARE):1 --dev-max 500
+	$(BIN)/attnmt data mix $(MIXED)-bible4 $(DATA):4 $(SOFTWARE):1 --dev-max 500
+	$(BIN)/attnmt data mix $(MIXED)-bible12 $(DATA):12 $(SOFTWARE):1 --dev-max 500
 
-# Two stages: the Bible alone (about two hours), then both domains from it with a joint
-# vocabulary (about two hours more; model/transfer.py carries the weights over).
+# Four stages, each resumable (run the same command again): the Bible alone (about two
+# hours); both domains from it with a joint vocabulary (about two hours more;
+# model/transfer.py carries the weights over); then the Bible weighed ×4 and ×12 against the
+# software messages (half an hour each) to win back the verses without losing the messages.
 train: $(VENV)/.dev
 	$(BIN)/attnmt train --config model/configs/rnnsearch-es-en-bible.yaml --run $(RUN)-bible
-	$(BIN)/attnmt train --config $(CONFIG) --run $(RUN)
+	$(BIN)/attnmt train --config model/configs/rnnsearch-es-en.yaml --run $(RUN)
+	$(BIN)/attnmt train --config model/configs/rnnsearch-es-en-bible4.yaml --run $(RUN)-bible4
+	$(BIN)/attnmt train --config model/configs/rnnsearch-es-en-bible12.yaml --run $(RUN)-bible12
 
 # Refused without a run (checked before anything is installed): a newcomer has none,
 # and the bundled model in $(MODEL) is already exported.
 export: export-needs-a-run $(VENV)/.dev
-	$(BIN)/attnmt export --run $(RUN) --out $(MODEL)
+	$(BIN)/attnmt export --run $(EXPORT_RUN) --checkpoint $(CHECKPOINT) --out $(MODEL)
 	# quality-estimation weights fitted on the dev books, into the model's manifest
 	$(BIN)/attnmt fit-quality --model $(MODEL) --data $(DATA)
 
 export-needs-a-run:
-	@test -f $(RUN)/best.pt || { echo "make export: no trained run in $(RUN) (no best.pt); \
+	@test -f $(EXPORT_RUN)/$(CHECKPOINT) || { echo "make export: no trained run in $(EXPORT_RUN) (no $(CHECKPOINT)); \
 	\`make train\` makes one (hours). \`make serve\` and \`docker build\` need no export: \
 	they use the model already in $(MODEL)." >&2; exit 2; }
 
 evaluate: $(VENV)/.dev
 	$(BIN)/attnmt evaluate --model $(MODEL) --data $(DATA)
+	$(BIN)/attnmt evaluate --model $(MODEL) --data $(SOFTWARE)
 
 # Apertium (Debian `apertium`, `apertium-eng-spa`) is the baseline of `bench offline`.
 bench: $(VENV)/.dev
