@@ -127,9 +127,13 @@ def test_expired_sentences_fail_with_deadline_exceeded(translator):
 def test_full_queue_refuses_and_close_fails_what_is_left(translator):
     async def main():
         scheduler = await started(translator, max_queue=2, max_batch_rows=1)
-        jobs = scheduler.submit([translator.search(LONG, SearchOptions()) for _ in range(2)], None)
-        with pytest.raises(Overloaded, match="max_queue is 2"):
-            scheduler.submit([translator.search(SHORT, SearchOptions()) for _ in range(2)], None)
+        # Hold the worker's lock (reentrant: put() takes it on this thread too) so that it cannot
+        # admit, or even finish, the first two before the third arrives; without it the test
+        # depended on the tiny model being slower than two submit() calls.
+        with scheduler.worker._cond:
+            jobs = scheduler.submit([translator.search(LONG, SearchOptions()) for _ in range(2)], None)
+            with pytest.raises(Overloaded, match="max_queue is 2"):
+                scheduler.submit([translator.search(SHORT, SearchOptions()) for _ in range(2)], None)
         await scheduler.close()
         outcomes = await asyncio.gather(*(j.future for j in jobs), return_exceptions=True)
         return outcomes
