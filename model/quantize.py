@@ -90,15 +90,12 @@ def per_row_activations(model) -> int:
     rescaled by Cast(int32 -> float) * (x_scale * w_scale) (checked; anything else is
     refused); the rescale becomes (Cast * w_scale) * x_scale, where x_scale [..., 1]
     broadcasts over the output's last axis. Returns how many were replaced."""
-    from onnx import helper, numpy_helper
+    from onnx import numpy_helper
 
     graph = model.graph
-    opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+    opset = _opset(model)
     producers = {name: node for node in graph.node for name in node.output}
-    consumers = defaultdict(list)
-    for node in graph.node:
-        for name in node.input:
-            consumers[name].append(node)
+    consumers = _consumers(graph)
     quantizers = [node for node in graph.node if node.op_type == "DynamicQuantizeLinear"]
     products: set[str] = set()                      # outputs of Mul(x_scale, w_scale): dropped
     rescales: dict[str, tuple[str, str, str]] = {}  # rescale output -> (Cast output, w_scale, x_scale)
@@ -117,12 +114,7 @@ def per_row_activations(model) -> int:
             nodes.extend(_quantize_rows(x, xq, x_scale, opset))
             graph.initializer.append(numpy_helper.from_array(np.array(ZERO_POINT, np.uint8), x_zero_point))
         elif out in rescales:
-            # Not Cast * (x_scale * w_scale): ONNX Runtime's optimizer fuses that into a
-            # MatMulIntegerToFloat, which (onnxruntime 1.31) multiplies a non-scalar x_scale
-            # into the output after adding the layer's bias.
-            integer, w_scale, x_scale = rescales[out]
-            nodes.append(helper.make_node("Mul", [integer, w_scale], [f"{out}/{_ROW}/w_scaled"]))
-            nodes.append(helper.make_node("Mul", [f"{out}/{_ROW}/w_scaled", x_scale], [out]))  # [..., M]
+            nodes.extend(_rescale(*rescales[out], out))
         elif out not in products:
             nodes.append(node)
     if quantizers:
@@ -174,7 +166,7 @@ def integer_matmuls(model) -> int:
     from onnx import TensorProto, helper
 
     graph = model.graph
-    opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+    opset = _opset(model)
     scalars = {t.name for t in graph.initializer if not t.dims}
     producers = {name: node for node in graph.node for name in node.output}
     nodes, replaced = [], 0
@@ -191,8 +183,7 @@ def integer_matmuls(model) -> int:
             helper.make_node("MatMulInteger", [f"{name}/xq", wq, f"{_ROW}/x_zero_point", w_zero_point],
                              [f"{name}/integer"]),
             helper.make_node("Cast", [f"{name}/integer"], [f"{name}/float"], to=TensorProto.FLOAT),
-            helper.make_node("Mul", [f"{name}/float", w_scale], [f"{name}/w_scaled"]),
-            helper.make_node("Mul", [f"{name}/w_scaled", f"{name}/x_scale"], [out]),     # [..., M]
+            *_rescale(f"{name}/float", w_scale, f"{name}/x_scale", out),
         ])
         replaced += 1
     used = {name for node in nodes for name in node.input} | {o.name for o in graph.output}
@@ -203,6 +194,29 @@ def integer_matmuls(model) -> int:
     graph.node.extend(nodes)
     del graph.value_info[:]
     return replaced
+
+
+def _opset(model) -> int:
+    return next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+
+
+def _consumers(graph) -> dict[str, list]:
+    """tensor name -> the nodes that read it"""
+    consumers = defaultdict(list)
+    for node in graph.node:
+        for name in node.input:
+            consumers[name].append(node)
+    return consumers
+
+
+def _rescale(integer: str, w_scale: str, x_scale: str, out: str) -> list:
+    """out = (integer * w_scale) * x_scale, x_scale [..., 1] broadcasting over the last axis
+    [..., M]. Not integer * (x_scale * w_scale): ONNX Runtime's optimizer fuses that into a
+    MatMulIntegerToFloat, which (onnxruntime 1.31) multiplies a non-scalar x_scale into the
+    output after adding the layer's bias."""
+    from onnx import helper
+    return [helper.make_node("Mul", [integer, w_scale], [f"{out}/{_ROW}/w_scaled"]),
+            helper.make_node("Mul", [f"{out}/{_ROW}/w_scaled", x_scale], [out])]
 
 
 def _add_row_constants(graph) -> None:
@@ -287,10 +301,7 @@ def write_int8(fp32_dir: Path, out_dir: Path) -> dict:
 def _gathered_output_layer(graph) -> tuple[list[str], list[str]]:
     """(weight tables, names of the bias Gathers) of an output layer whose rows are
     gathered: Gather(W) -> [Transpose] -> MatMul's weight, Gather(b) -> Add."""
-    consumers = defaultdict(list)
-    for node in graph.node:
-        for name in node.input:
-            consumers[name].append(node)
+    consumers = _consumers(graph)
     shapes = {t.name: len(t.dims) for t in graph.initializer}
     weights, biases = [], []
     for node in (n for n in graph.node if n.op_type == "Gather" and n.input[0] in shapes):

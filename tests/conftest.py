@@ -77,6 +77,23 @@ def tiny_model(tiny_run, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def listed_model(tiny_run, tmp_path_factory) -> Path:
+    """The tiny run exported with a deliberately small lexical shortlist, so that candidate
+    sets differ between sentences (tests/test_shortlist.py, tests/test_quantize.py)."""
+    from attnmt.model.export import export
+    from attnmt.model.shortlist import build
+    from attnmt.model.tokenizer import BOS_ID, PAD_ID, Tokenizer
+    tok = Tokenizer(tiny_run / "spm.model")
+    pairs = synthetic_corpus(1500, seed=0)
+    lexical = build([tok.encode(s) for s, _ in pairs], [tok.encode(t) for _, t in pairs], len(tok),
+                    exclude=[PAD_ID, BOS_ID], frequent=6, per_source=2)
+    out = tmp_path_factory.mktemp("models") / "tiny-shortlist"
+    export(tiny_run / "best.pt", tiny_run / "spm.model", out, "tiny", "xx", "en",
+           [s for s, _ in synthetic_corpus(16, seed=99)], lexical_shortlist=lexical)
+    return out
+
+
+@pytest.fixture(scope="session")
 def engine(tiny_model):
     from attnmt.service.engine import Engine, EngineOptions
     return Engine(tiny_model, EngineOptions(intra_op_threads=1))

@@ -100,21 +100,12 @@ def test_onnx_runtime_optimizations_leave_the_int8_results_unchanged(int8_model)
 
 
 @pytest.fixture(scope="module")
-def listed_models(tiny_run, tmp_path_factory):
-    """The tiny run exported with a small shortlist (float), and that directory quantized."""
-    from attnmt.model.export import export
+def listed_models(listed_model, tmp_path_factory):
+    """The tiny model with a small shortlist (float, conftest.py), and that directory quantized."""
     from attnmt.model.quantize import write_int8
-    from attnmt.model.shortlist import build
-    from attnmt.model.tokenizer import BOS_ID, PAD_ID, Tokenizer
-    tok = Tokenizer(tiny_run / "spm.model")
-    pairs = synthetic_corpus(1500, seed=0)
-    lexical = build([tok.encode(s) for s, _ in pairs], [tok.encode(t) for _, t in pairs], len(tok),
-                    exclude=[PAD_ID, BOS_ID], frequent=6, per_source=2)
-    root = tmp_path_factory.mktemp("models")
-    export(tiny_run / "best.pt", tiny_run / "spm.model", root / "listed", "tiny", "xx", "en",
-           [s for s, _ in synthetic_corpus(16, seed=99)], lexical_shortlist=lexical)
-    write_int8(root / "listed", root / "listed-int8")
-    return root / "listed", root / "listed-int8"
+    int8 = tmp_path_factory.mktemp("models") / "listed-int8"
+    write_int8(listed_model, int8)
+    return listed_model, int8
 
 
 def test_the_shortlist_graphs_are_quantized_too(listed_models):

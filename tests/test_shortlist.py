@@ -21,22 +21,6 @@ def test_build_ranks_each_source_pieces_translation_first():
     assert (table[12] == -1).all()             # a source piece never seen has no entries
 
 
-@pytest.fixture(scope="module")
-def listed_model(tiny_run, tmp_path_factory):
-    """The tiny run exported with a deliberately small shortlist, so candidate sets differ."""
-    from attnmt.model.export import export
-    from attnmt.model.shortlist import build
-    from attnmt.model.tokenizer import BOS_ID, PAD_ID, Tokenizer
-    tok = Tokenizer(tiny_run / "spm.model")
-    pairs = synthetic_corpus(1500, seed=0)
-    lexical = build([tok.encode(s) for s, _ in pairs], [tok.encode(t) for _, t in pairs], len(tok),
-                    exclude=[PAD_ID, BOS_ID], frequent=6, per_source=2)
-    out = tmp_path_factory.mktemp("models") / "tiny-shortlist"
-    export(tiny_run / "best.pt", tiny_run / "spm.model", out, "tiny", "xx", "en",
-           [s for s, _ in synthetic_corpus(16, seed=99)], lexical_shortlist=lexical)
-    return out
-
-
 def engines(model_dir):
     from attnmt.service.engine import Engine, EngineOptions
     return Engine(model_dir, EngineOptions(shortlist=False)), Engine(model_dir, EngineOptions(shortlist=True))
