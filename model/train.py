@@ -31,7 +31,7 @@ from .network import ModelConfig, RNNsearch, count_parameters
 from .placeholders import SENTINELS, protect_share
 from .search import translate_ids
 from .tokenizer import MODEL_FILE, PAD_ID, Tokenizer, train_tokenizer
-from .transfer import transfer_state
+from .transfer import transfer_state, widen_state
 
 
 @dataclass
@@ -131,11 +131,19 @@ def load_model(path: Path) -> RNNsearch:
     return model.eval()
 
 
-def initial_weights(cfg: TrainConfig, run_dir: Path, log: Log) -> dict[str, torch.Tensor]:
-    """The weights `init_from` names, re-indexed to this run's vocabulary when it is new."""
+def initial_weights(cfg: TrainConfig, run_dir: Path, log: Log, model: RNNsearch) -> dict[str, torch.Tensor]:
+    """The weights `init_from` names, re-indexed to this run's vocabulary when it is
+    new, and placed into wider recurrent layers when this run's are wider."""
     source = Path(cfg.init_from)
     weights = source / "best.pt" if (source / "best.pt").exists() else source / "checkpoint.pt"
-    state = {k: v.float() for k, v in torch.load(weights, map_location="cpu", weights_only=False)["state_dict"].items()}
+    ckpt = torch.load(weights, map_location="cpu", weights_only=False)
+    state = {k: v.float() for k, v in ckpt["state_dict"].items()}
+    old, new = ckpt["model_config"], cfg.model.to_dict()
+    widths = ("encoder_hidden", "decoder_hidden", "attention_size")
+    if any(old[k] != new[k] for k in widths):
+        state = widen_state(state, old, new, model.state_dict())
+        log("widened from " + ", ".join(f"{k} {old[k]}" for k in widths) + " to " + ", ".join(
+            f"{new[k]}" for k in widths) + " (the new units start with zero weight to the old ones)")
     if not cfg.new_vocabulary:
         return state
     state, counts = transfer_state(state, source / MODEL_FILE, run_dir / MODEL_FILE)
@@ -175,7 +183,7 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
 
     model = RNNsearch(cfg.model)
     if cfg.init_from:
-        model.load_state_dict(initial_weights(cfg, run_dir, log))
+        model.load_state_dict(initial_weights(cfg, run_dir, log, model))
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate)
     state = {"epoch": 0, "batch_in_epoch": 0, "step": 0, "best_bleu": -1.0, "flat": 0, "flat_since_decay": 0,
              "history": [], "seconds": 0.0}

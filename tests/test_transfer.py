@@ -40,3 +40,57 @@ def test_training_continues_from_a_model_with_a_new_vocabulary(tiny_run, tmp_pat
     assert "vocabulary transferred" in log
     # the carried-over weights already translate: far above what one epoch from scratch gives
     assert result["best_dev_bleu"] > 20, log
+
+
+def test_a_widened_model_computes_what_the_narrow_one_did(tiny_run):
+    from attnmt.model.network import ModelConfig, RNNsearch
+    from attnmt.model.train import load_model
+    from attnmt.model.transfer import widen_state
+    narrow = load_model(tiny_run / "best.pt")
+    old = narrow.cfg.to_dict()
+    new = {**old, "encoder_hidden": old["encoder_hidden"] + 8, "decoder_hidden": old["decoder_hidden"] + 5,
+           "attention_size": old["attention_size"] + 3}
+    torch.manual_seed(0)
+    wide = RNNsearch(ModelConfig(**new))
+    wide.load_state_dict(widen_state(narrow.state_dict(), old, new, wide.state_dict()))
+    wide.eval()
+    src = torch.tensor([[5, 9, 12, 7, 3], [8, 6, 3, 0, 0]])
+    lengths = torch.tensor([5, 3])
+    tgt_in = torch.tensor([[1, 10, 11, 4], [1, 9, 4, 0]])
+    with torch.no_grad():
+        narrow_logits, narrow_alpha = narrow(src, lengths, tgt_in)
+        wide_logits, wide_alpha = wide(src, lengths, tgt_in)
+    torch.testing.assert_close(wide_logits, narrow_logits, rtol=0, atol=1e-5)
+    torch.testing.assert_close(wide_alpha, narrow_alpha, rtol=0, atol=1e-6)
+    # the new units are live: their recurrent weights are random, not a zero block that never learns
+    hh = wide.decoder.cell.weight_hh
+    assert hh[old["decoder_hidden"]:new["decoder_hidden"]].abs().sum() > 0
+
+
+def test_widening_refuses_what_it_cannot_preserve(tiny_run):
+    import pytest
+
+    from attnmt.model.network import ModelConfig, RNNsearch
+    from attnmt.model.train import load_model
+    from attnmt.model.transfer import widen_state
+    narrow = load_model(tiny_run / "best.pt")
+    old = narrow.cfg.to_dict()
+    for change, message in (({"embedding_size": old["embedding_size"] * 2, "readout_size": old["readout_size"] * 2},
+                             "keeps embedding_size, readout_size"),
+                            ({"decoder_hidden": old["decoder_hidden"] - 2}, "narrower")):
+        new = {**old, **change}
+        with pytest.raises(ValueError, match=message):
+            widen_state(narrow.state_dict(), old, new, RNNsearch(ModelConfig(**new)).state_dict())
+
+
+def test_training_continues_from_a_narrower_model(tiny_run, tmp_path):
+    import dataclasses
+
+    from attnmt.model.train import load_model, train
+    data = write_corpus(tmp_path / "data", {"train": 300, "dev": 20})
+    narrow = load_model(tiny_run / "best.pt").cfg
+    wide = dataclasses.replace(narrow, encoder_hidden=narrow.encoder_hidden + 8)
+    train(tiny_config(data, max_epochs=1, init_from=str(tiny_run), model=wide), tmp_path / "run")
+    log = (tmp_path / "run" / "train.log").read_text()
+    assert f"widened from encoder_hidden {narrow.encoder_hidden}" in log
+    assert load_model(tmp_path / "run" / "last.pt").cfg.encoder_hidden == narrow.encoder_hidden + 8
