@@ -13,8 +13,8 @@ not each carry a copy of their sentence's annotations.
 Weights are rounded to float16 and back before export, and the same rounded
 weights are stored as `checkpoint.pt` (float16, about half the size), so the
 ONNX graphs and the PyTorch checkpoint hold identical numbers: parity tests and
-`attnmt bench engine` compare like with like. The three graphs read their
-weights from one `weights.bin`, each distinct tensor stored once.
+`attnmt bench engine` compare like with like. The graphs read their
+weights from one `weights.bin`, each distinct tensor stored once, as float16.
 
 Nothing is written to the output directory unless parity holds: ONNX Runtime,
 run on the graphs directly, and PyTorch agree on the top-k log-probabilities,
@@ -91,10 +91,15 @@ class SharedDecoderStepGraph(DecoderStepGraph):
                                vocab_bias, k, forced_tokens)
 
 
-def share_weights(out_dir: Path, graphs: list[str], data_file: str = "weights.bin") -> None:
+def share_weights(out_dir: Path, graphs: list[str], data_file: str = "weights.bin", half: bool = False) -> None:
     """Move the initializers of all graphs into one external-data file, each
     distinct tensor stored once: the tied embedding matrix, which the encoder and
-    both step graphs hold, is the largest part of the model."""
+    both step graphs hold, is the largest part of the model.
+
+    `half`: store float32 weights as float16, each read through a Cast back to
+    float32. Exported weights are already rounded to float16 (round_to_half), so
+    this loses nothing and halves the file; ONNX Runtime folds the Casts into
+    float32 initializers when it loads the graph, so a step computes as before."""
     import hashlib
 
     import onnx
@@ -104,6 +109,8 @@ def share_weights(out_dir: Path, graphs: list[str], data_file: str = "weights.bi
     with open(out_dir / data_file, "wb") as f:
         for graph in graphs:
             model = onnx.load(str(out_dir / graph))
+            if half:
+                _store_half(model.graph)
             for tensor in model.graph.initializer:
                 raw = tensor.raw_data
                 if len(raw) < 1024:
@@ -121,6 +128,47 @@ def share_weights(out_dir: Path, graphs: list[str], data_file: str = "weights.bi
                     entry = tensor.external_data.add()
                     entry.key, entry.value = k, v
             onnx.save(model, str(out_dir / graph))
+
+
+HALF_SUFFIX = "/float16"
+
+
+def _store_half(graph) -> None:
+    """Large float32 initializers become float16 ones named `<name>/float16`, and a
+    Cast at the head of the graph gives `<name>` back as float32."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    casts = []
+    for tensor in graph.initializer:
+        if tensor.data_type != onnx.TensorProto.FLOAT or len(tensor.raw_data) < 2048:
+            continue
+        values = numpy_helper.to_array(tensor)
+        name = tensor.name
+        tensor.CopyFrom(numpy_helper.from_array(values.astype(np.float16), name + HALF_SUFFIX))
+        casts.append(helper.make_node("Cast", [name + HALF_SUFFIX], [name], to=onnx.TensorProto.FLOAT,
+                                      name=name + "/to_float32"))
+    nodes = casts + list(graph.node)
+    del graph.node[:]
+    graph.node.extend(nodes)
+
+
+def full_precision(graph) -> None:
+    """Undo `half` storage: each float16 initializer read through its Cast becomes
+    the float32 initializer it stands for (exact: float16 → float32 loses nothing).
+    The int8 quantizer needs the weights as initializers of the nodes that use them."""
+    from onnx import numpy_helper
+
+    halves = {t.name: t for t in graph.initializer if t.name.endswith(HALF_SUFFIX)}
+    keep = []
+    for node in graph.node:
+        if node.op_type == "Cast" and len(node.input) == 1 and node.input[0] in halves:
+            tensor = halves[node.input[0]]
+            tensor.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor).astype(np.float32), node.output[0]))
+        else:
+            keep.append(node)
+    del graph.node[:]
+    graph.node.extend(keep)
 
 
 def round_to_half(model: RNNsearch) -> RNNsearch:
@@ -332,7 +380,7 @@ def export(checkpoint: Path, tokenizer: Path, out_dir: Path, name: str, source_l
         tmp = Path(tmp_name)
         graphs = dict(GRAPHS, **(SHORTLIST_GRAPHS if lexical_shortlist is not None else {}))
         export_graphs(model, tmp, with_shortlist=lexical_shortlist is not None)
-        share_weights(tmp, list(graphs.values()))
+        share_weights(tmp, list(graphs.values()), half=True)
         shutil.copy(tokenizer, tmp / MODEL_FILE)
         half = RNNsearch(model.cfg)
         half.load_state_dict(model.state_dict())

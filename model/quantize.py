@@ -40,7 +40,7 @@ import sacrebleu
 from attnmt.service.manifest import ENCODER_OUTPUTS, file_entries, load_manifest, write_manifest
 
 from .batching import make_batch
-from .export import PARITY_TOPK, no_specials_bias, onnx_greedy, onnx_sessions, onnx_step, share_weights
+from .export import PARITY_TOPK, full_precision, no_specials_bias, onnx_greedy, onnx_sessions, onnx_step, share_weights
 from .tokenizer import BOS_ID, EOS_ID, Tokenizer
 
 ZERO_POINT = 128            # uint8: the symmetric int8 range shifted into MatMulInteger's uint8 input
@@ -272,6 +272,7 @@ def write_int8(fp32_dir: Path, out_dir: Path) -> dict:
         # concatenation recorded 8512 wide instead of 768); the quantizer would trust
         # them and build MatMulIntegers ONNX Runtime rejects. Let it infer afresh.
         del model.graph.value_info[:]
+        full_precision(model.graph)                       # weights stored as float16 behind Casts
         untie(model.graph)
         # The shortlist graphs' output layer gathers its weight and bias by `candidates`.
         # quantize_dynamic would store both tables as activations (uint8, asymmetric): as
@@ -400,8 +401,10 @@ def quantize_int8(fp32_dir: Path, out_dir: Path, sources: list[str], refs: list[
         "bleu_float32": round(bleu32, 2), "bleu_int8": round(bleu8, 2), "bleu_change": round(bleu8 - bleu32, 2),
         "seconds_float32": round(seconds32, 2), "seconds_int8": round(seconds8, 2),
         "speedup": round(seconds32 / seconds8, 2),
-        "bytes_float32": sum(e["bytes"] for n, e in load_manifest(fp32_dir).model_dump()["files"].items()
-                             if n in weights),
+        # on disk: the float directory stores its weights as float16, the int8 one its
+        # weights as int8 with float32 scales, biases and one copy per use of the tied table
+        "bytes_float": sum(e["bytes"] for n, e in load_manifest(fp32_dir).model_dump()["files"].items()
+                           if n in weights),
         "bytes_int8": sum(manifest["files"][n]["bytes"] for n in weights),
     }
     write_manifest(out_dir, manifest)

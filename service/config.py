@@ -49,7 +49,7 @@ class Settings(BaseSettings):
                                                               "if ONNX Runtime cannot use the GPU")
     intra_op_threads: int = Field(0, ge=0, description="ONNX Runtime threads per step (0: one per core)")
     inter_op_threads: int = Field(1, ge=0, description="ONNX Runtime inter-op threads")
-    graph_optimization: Literal["disable", "basic", "extended", "all"] = Field("all", description="ORT graph optimisation")
+    graph_optimization: Literal["disable", "basic", "extended", "all"] = Field("all", description="ORT graph optimisation (`disable` also leaves the float16 weights' Casts to run at every step instead of folding them at load)")
     # Measured (docs/benchmarks.md, 2 cores, 64 clients): spinning threads take the cores the
     # event loop needs for gRPC and protobuf: 148 vs 201 sentences/s, 2.08x vs 1.28x offline CPU.
     allow_spinning: bool = Field(False, description="ORT worker threads spin between steps (faster steps alone, "

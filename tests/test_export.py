@@ -50,8 +50,36 @@ def test_graphs_share_one_weights_file(tiny_model):
                 readers.setdefault((int(entry["offset"]), int(entry["length"])), set()).add(graph)
     contents = [data[offset:offset + length] for offset, length in readers]
     assert len(set(contents)) == len(contents)
-    embedding = load_model(tiny_model / "checkpoint.pt").encoder.embedding.weight.detach().numpy().tobytes()
+    # stored as float16: exactly the checkpoint's numbers (export rounds the weights to float16 first)
+    embedding = load_model(tiny_model / "checkpoint.pt").encoder.embedding.weight.detach().half().numpy().tobytes()
     assert [graphs for graphs, c in zip(readers.values(), contents) if c == embedding] == [set(GRAPHS.values())]
+
+
+def test_float16_weights_are_folded_to_float32_when_loaded(tiny_model, tmp_path):
+    """weights.bin holds float16 read through Casts; ONNX Runtime folds them into float32
+    initializers at load time, so no step pays a Cast, and the int8 quantizer's
+    full_precision() recovers the float32 graph exactly."""
+    import numpy as np
+    import onnxruntime as ort
+    from onnx import TensorProto, numpy_helper
+
+    from attnmt.model.export import HALF_SUFFIX, full_precision
+    graph = onnx.load(str(tiny_model / "decoder_step.onnx")).graph
+    halves = [t for t in graph.initializer if t.name.endswith(HALF_SUFFIX)]
+    assert halves and all(t.data_type == TensorProto.FLOAT16 for t in halves)
+    assert sum(n.op_type == "Cast" and n.input[0].endswith(HALF_SUFFIX) for n in graph.node) == len(halves)
+    so = ort.SessionOptions()
+    so.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    ort.InferenceSession(str(tiny_model / "decoder_step.onnx"), so, providers=["CPUExecutionProvider"])
+    optimized = onnx.load(str(tmp_path / "optimized.onnx")).graph
+    assert not [n for n in optimized.node if n.op_type == "Cast" and n.input[0].endswith(HALF_SUFFIX)]
+    stored = {t.name[:-len(HALF_SUFFIX)]: numpy_helper.to_array(t) for t in halves}
+    full_precision(graph)
+    assert not [t for t in graph.initializer if t.name.endswith(HALF_SUFFIX)]
+    restored = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    for name, values in stored.items():
+        assert restored[name].dtype == np.float32
+        np.testing.assert_array_equal(restored[name], values.astype(np.float32))
 
 
 def test_placeholders_are_announced_when_the_run_used_them():
@@ -185,7 +213,9 @@ def test_int8_quantization_translates_and_records_its_cost(tiny_model, tmp_path)
     from attnmt.model.quantize import quantize_int8
     pairs = synthetic_corpus(40, seed=77)
     report = quantize_int8(tiny_model, tmp_path / "int8", [s for s, _ in pairs], [t for _, t in pairs])
-    assert report["bytes_int8"] < report["bytes_float32"]
+    graphs = [*load_manifest(tmp_path / "int8").graphs.values(), "weights.bin"]
+    assert report["bytes_int8"] == sum((tmp_path / "int8" / name).stat().st_size for name in graphs)
+    assert report["bytes_float"] == sum((tiny_model / name).stat().st_size for name in graphs)
     assert report["bleu_int8"] > 50                          # still translates the toy language
     manifest = load_manifest(tmp_path / "int8")             # checksums of the new files hold
     assert manifest.quantization["bleu_change"] == report["bleu_change"]
