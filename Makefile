@@ -64,8 +64,8 @@ train: $(VENV)/.dev
 # and the bundled model in $(MODEL) is already exported.
 export: export-needs-a-run $(VENV)/.dev
 	$(BIN)/attnmt export --run $(EXPORT_RUN) --checkpoint $(CHECKPOINT) --out $(MODEL)
-	# quality-estimation weights fitted on the dev books, into the model's manifest
-	$(BIN)/attnmt fit-quality --model $(MODEL) --data $(DATA)
+	# quality-estimation weights fitted on both dev sets (verses and messages), into the manifest
+	$(BIN)/attnmt fit-quality --model $(MODEL) --data $(DATA) $(SOFTWARE)
 
 export-needs-a-run:
 	@test -f $(EXPORT_RUN)/$(CHECKPOINT) || { echo "make export: no trained run in $(EXPORT_RUN) (no $(CHECKPOINT)); \

@@ -252,7 +252,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("fit-quality", help="fit a model's quality-estimation weights on its dev split and write "
                                            "them into its manifest (needs sacrebleu)")
     p.add_argument("--model", type=Path, required=True, help="model directory (its manifest.json is updated)")
-    p.add_argument("--data", type=Path, required=True, help="data directory with the dev split")
+    p.add_argument("--data", type=Path, nargs="+", required=True,
+                   help="data directories with a dev split (a model serving two domains: both)")
     p.add_argument("--split", default="dev", help="never the test split: the score is measured there")
     p.add_argument("--beam", type=int, default=5, help="the search whose output is scored (the server default: 5)")
     p.set_defaults(func=cmd_fit_quality)

@@ -1,6 +1,6 @@
 """Fitting and measuring the quality score (service/quality.py) of one model.
 
-`attnmt fit-quality --model DIR --data DATA` translates the dev split, scores
+`attnmt fit-quality --model DIR --data DATA [DATA...]` translates the dev split(s), scores
 each best hypothesis against its reference with sentence chrF, and fits
 score = σ(w · standardised features + b) to chrF / 100 (fractional logistic
 regression, Newton steps, a small L2 penalty), then the `suspect_below`
@@ -154,9 +154,11 @@ def align_pairs(translator: Translator, pairs: list[tuple[str, str]]) -> tuple[l
     return true, false
 
 
-def fit_quality(model_dir: Path, data_dir: Path, split: str = "dev", beam: int = 5,
+def fit_quality(model_dir: Path, data_dirs: Path | list[Path], split: str = "dev", beam: int = 5,
                 write: bool = True) -> dict:
-    """Fit on `split` (dev, never test) and write the manifest's `quality` section."""
+    """Fit on `split` (dev, never test) of one or more data directories (a model that
+    serves two domains is fitted on both) and write the manifest's `quality` section."""
+    data_dirs = [Path(data_dirs)] if isinstance(data_dirs, (str, Path)) else [Path(d) for d in data_dirs]
     engine = Engine(model_dir)
     m = engine.manifest
     translator = Translator(engine, max_tokens=100_000)
@@ -164,18 +166,25 @@ def fit_quality(model_dir: Path, data_dir: Path, split: str = "dev", beam: int =
     translator.quality = QualityModel(features_only, "translation")
     translator.greedy_quality = QualityModel(features_only, "translation_greedy")
     translator.alignment_quality = QualityModel(features_only, "alignment")
-    pairs = read_split(data_dir, split, m.source_language, m.target_language)
-    hyps, chrf = translate_split(translator, pairs, beam)
-    greedy, greedy_chrf = translate_split(translator, pairs, 1) if beam > 1 else (hyps, chrf)
-    true, false = align_pairs(translator, pairs)
+    hyps, chrf, greedy, greedy_chrf, true, false, sizes = [], [], [], [], [], [], {}
+    for data_dir in data_dirs:
+        pairs = read_split(data_dir, split, m.source_language, m.target_language)
+        sizes[f"{data_dir.name}/{split}"] = len(pairs)
+        h, c = translate_split(translator, pairs, beam)
+        g, gc = translate_split(translator, pairs, 1) if beam > 1 else (h, c)
+        t, f = align_pairs(translator, pairs)      # mismatched references from the same domain
+        hyps += h; greedy += g; true += t; false += f
+        chrf.append(c); greedy_chrf.append(gc)
+    chrf, greedy_chrf = np.concatenate(chrf), np.concatenate(greedy_chrf)
     spec = {"coverage_threshold": DEFAULT_COVERAGE_THRESHOLD,
             # greedy output is more confident and worse than beam output: each search its own fit
             "translation": fit_translation(feature_matrix(hyps), chrf),
             "translation_greedy": fit_translation(feature_matrix(greedy), greedy_chrf),
             "alignment": fit_alignment(feature_matrix(true), feature_matrix(false)),
-            "fitted_on": f"{Path(data_dir).name}/{split}", "sentences": len(pairs), "beam": beam,
+            "fitted_on": " + ".join(sizes), "sentences": sum(sizes.values()), "beam": beam,
             "translation_target": "sentence chrF / 100 (sacreBLEU defaults)",
-            "alignment_target": "1 for the reference, 0 for the reference of the verse closest in length",
+            "alignment_target": "1 for the reference, 0 for the reference of the sentence closest in length "
+                                "in the same data directory",
             "date": dt.date.today().isoformat()}
     if write:
         path = Path(model_dir) / MANIFEST

@@ -100,6 +100,21 @@ def test_fit_quality_writes_the_manifest_and_the_service_uses_it(tiny_model, tin
     assert translator.quality.suspect_below == pytest.approx(written["translation"]["suspect_below"])
 
 
+def test_fit_quality_fits_on_every_data_directory_it_is_given(tiny_model, tiny_run, tmp_path):
+    """A model that serves two domains is fitted on both dev sets; the mismatched
+    references of the alignment fit stay within each directory."""
+    from conftest import write_corpus
+    model = tmp_path / "tiny-fitted"
+    shutil.copytree(tiny_model, model)
+    second = write_corpus(tmp_path / "second", {"train": 1, "test": 1, "dev": 25})   # other sentences than data/dev
+    one = fit_quality(model, tiny_run.parent / "data", split="dev", beam=1, write=False)
+    both = fit_quality(model, [tiny_run.parent / "data", second], split="dev", beam=1)
+    assert both["fitted_on"] == "data/dev + second/dev"
+    assert both["sentences"] == one["sentences"] + 25
+    assert both["translation"] != one["translation"]            # the second set's translations count
+    assert json.loads((model / "manifest.json").read_text())["quality"]["fitted_on"] == "data/dev + second/dev"
+
+
 # --- over gRPC ------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
