@@ -75,7 +75,12 @@ class Settings(BaseSettings):
     max_queue_delay_ms: float = Field(2.0, ge=0, le=10_000, description="wait this long for more sentences "
                                                                         "before starting a step on an idle batch")
     max_queue: int = Field(1024, ge=1, description="sentences waiting for admission; beyond it RESOURCE_EXHAUSTED")
-    retry_after_seconds: float = Field(0.5, gt=0, description="retry hint sent with RESOURCE_EXHAUSTED")
+    retry_after_seconds: float = Field(0.5, gt=0, description="retry hint (RetryInfo) sent with RESOURCE_EXHAUSTED "
+                                                              "while refusals are few")
+    retry_after_max_seconds: float = Field(30.0, gt=0, description="the most the retry hint grows to while "
+                                                                   "refusals keep coming")
+    overload_refusals_per_second: float = Field(50.0, gt=0, description="refusals per second above which the retry "
+                                                "hint doubles each second (below half of it, it halves back)")
     grace_period_seconds: float = Field(20.0, ge=0, description="on SIGTERM: time for in-flight requests to finish")
 
     # --- request limits ---

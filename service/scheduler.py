@@ -18,7 +18,7 @@ from .decoding import Search
 from .errors import DecodeFailed, Overloaded, Unavailable
 from .metrics import Metrics
 from .translator import Translator
-from .admission import INTERACTIVE
+from .admission import INTERACTIVE, RetryHint
 from .worker import DecodeWorker, Job, Result, SchedulerLimits
 
 log = logging.getLogger(__name__)
@@ -28,8 +28,10 @@ __all__ = ["Scheduler", "SchedulerLimits", "Job"]
 
 class Scheduler:
     def __init__(self, translator: Translator, limits: SchedulerLimits, metrics: Metrics,
-                 on_death: Callable[[BaseException], None] | None = None):
+                 on_death: Callable[[BaseException], None] | None = None, retry_hint: RetryHint | None = None):
         self.translator = translator
+        # the server's one hint for every refusal; alone, a fixed delay
+        self.retry_hint = retry_hint or RetryHint(limits.retry_after, limits.retry_after, float("inf"))
         self.limits = limits
         self.metrics = metrics
         self.model = translator.name
@@ -62,8 +64,9 @@ class Scheduler:
         waiting = self.worker.waiting
         if waiting + len(searches) > self.limits.max_queue:
             self.metrics.rejected.labels("queue_full").inc(len(searches))
+            delay = self.retry_hint.refused()
             raise Overloaded(f"queue full: {waiting} sentences waiting, max_queue is {self.limits.max_queue}; "
-                             f"retry after {self.limits.retry_after:g}s", self.limits.retry_after)
+                             f"retry after {delay:g}s", delay)
         loop = asyncio.get_running_loop()
         jobs = [Job(s, loop.create_future(), deadline, client, priority) for s in searches]
         rpc_record.attach(self.model, jobs)         # for traces and the request log, when they are on

@@ -15,6 +15,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
 from prometheus_client import start_http_server
 
+from .admission import RetryHint
 from .cache import TranslationCache
 from .config import ConfigError, Settings, load_settings
 from .decoding import SearchOptions
@@ -52,6 +53,9 @@ class Server:
         self._stopping: asyncio.Task | None = None
         self.failure: BaseException | None = None
         self.tracing: Tracing | None = None
+        # one retry hint for every refusal, at the door (OverloadGate) or in a model's queue
+        self.retry_hint = RetryHint(settings.retry_after_seconds, settings.retry_after_max_seconds,
+                                    settings.overload_refusals_per_second)
 
     def _load_models(self) -> None:
         s = self.settings
@@ -68,7 +72,8 @@ class Server:
             if name in self.models:
                 raise ConfigError(f"models: two model directories are both named {name!r}")
             translator = Translator(engine, max_tokens=s.max_tokens_per_sentence)
-            scheduler = Scheduler(translator, limits, self.metrics, on_death=self._worker_died)
+            scheduler = Scheduler(translator, limits, self.metrics, on_death=self._worker_died,
+                                  retry_hint=self.retry_hint)
             cache = TranslationCache(s.cache_size, self.metrics, name) if s.cache_size else None
             self.models[name] = ServedModel(translator, scheduler, cache)
             self.metrics.model_info.labels(name, engine.manifest.version, engine.provider).set(1)
@@ -170,10 +175,9 @@ class Server:
         """RESOURCE_EXHAUSTED with RetryInfo before any of the servicer's work (OverloadGate)."""
         sentences = len(request.sentences) if isinstance(request, pb.TranslateRequest) else 1
         self.metrics.rejected.labels("queue_full").inc(max(sentences, 1))
-        s = self.settings
-        await abort(context, Overloaded(f"queue full: max_queue is {s.max_queue} sentences and every model's queue "
-                                        f"holds that many; retry after {s.retry_after_seconds:g}s",
-                                        s.retry_after_seconds))
+        delay = self.retry_hint.refused()
+        await abort(context, Overloaded(f"queue full: max_queue is {self.settings.max_queue} sentences and every "
+                                        f"model's queue holds that many; retry after {delay:g}s", delay))
 
     def _worker_died(self, error: BaseException) -> None:
         """A decode worker stopped for good: its calls have failed with INTERNAL. Stop

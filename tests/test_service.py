@@ -287,6 +287,40 @@ def test_overload_is_refused_fast_with_a_retry_hint(tiny_model):
         assert server.metric("attnmt_rejected_total", reason="queue_full") == len(refused)
 
 
+def test_the_retry_hint_grows_while_refusals_keep_coming(tiny_model):
+    """RetryInfo's delay doubles each second with more refusals than
+    overload_refusals_per_second, up to retry_after_max_seconds."""
+    env = {"ATTNMT_MAX_QUEUE": "1", "ATTNMT_MAX_BATCH_ROWS": "1", "ATTNMT_MAX_BEAM_SIZE": "1",
+           "ATTNMT_DEFAULT_BEAM_SIZE": "1", "ATTNMT_MAX_TOKENS_PER_SENTENCE": "1024",
+           "ATTNMT_FAULT_INJECTION": "step_delay_ms=10",          # each slow align: ~950 steps, ~10 s
+           "ATTNMT_RETRY_AFTER_SECONDS": "0.1", "ATTNMT_RETRY_AFTER_MAX_SECONDS": "0.4",
+           "ATTNMT_OVERLOAD_REFUSALS_PER_SECOND": "5"}
+    with RunningServer([tiny_model], env) as server, grpc.insecure_channel(server.address) as channel:
+        s = pb_grpc.TranslatorStub(channel)
+        busy = [slow_align(s) for _ in range(2)]               # one decoding, one waiting: the queue is full
+        give_up = time.monotonic() + 30
+        while server.metric("attnmt_queue_depth") < 1:
+            assert time.monotonic() < give_up, "the second align never queued"
+            time.sleep(0.01)
+        delays = []
+        end = time.monotonic() + 3.5
+        while time.monotonic() < end:
+            try:
+                s.Translate(pb.TranslateRequest(sentences=["the dog"]), timeout=10)
+            except grpc.RpcError as e:
+                assert e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, e
+                info = error_details_pb2.RetryInfo()
+                assert rpc_status.from_call(e).details[0].Unpack(info)
+                delays.append(info.retry_delay.ToMilliseconds())
+                assert f"retry after {delays[-1] / 1000:g}s" in e.details()
+            time.sleep(0.02)
+        for call in busy:
+            call.cancel()
+        assert delays[0] == 100 and delays == sorted(delays), delays
+        assert delays[-1] == 400, delays                      # 100 -> 200 -> 400, the ceiling
+        assert set(delays) == {100, 200, 400}
+
+
 def test_expired_and_cancelled_sentences_are_not_computed(tiny_model):
     env = {"ATTNMT_MAX_BATCH_ROWS": "1", "ATTNMT_MAX_BEAM_SIZE": "1", "ATTNMT_DEFAULT_BEAM_SIZE": "1",
            "ATTNMT_MAX_TOKENS_PER_SENTENCE": "1024"}
