@@ -141,9 +141,12 @@ class OverloadGate(grpc.aio.ServerInterceptor):
     (`servicer.abort`, with RetryInfo). When a queue has room the call goes through and
     `Scheduler.submit` still makes the exact decision for the sentences it carries.
 
-    Why not gRPC's `maximum_concurrent_rpcs`: in grpc.aio it does not refuse, it stops
-    accepting calls until one ends, so callers wait in the transport without a retry
-    hint and health checks wait behind translations. TGI's semaphore (`try_acquire`,
+    Why not gRPC's `maximum_concurrent_rpcs`: in grpc.aio (1.85, checked) it refuses a
+    call over the limit at once with RESOURCE_EXHAUSTED "Concurrent RPC limit exceeded!",
+    before any interceptor, but without RetryInfo (so a client cannot tell it from a
+    request too large to retry) and for every method alike: health checks and Models
+    would be refused with the translations, and a refused liveness probe restarts the
+    pod. TGI's semaphore (`try_acquire`,
     else 429 at once) and Triton's queue policy (`max_queue_size`, REJECT) are this
     same choice: a bounded queue and an immediate, cheap refusal.
     """
