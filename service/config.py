@@ -72,14 +72,18 @@ class Settings(BaseSettings):
                                   "request: a batch is formed, decoded to the end, then the next one starts")
     max_batch_rows: int = Field(64, ge=1, le=4096, description="decoder rows per step (a beam of k takes k rows)")
     max_batch_tokens: int = Field(8192, ge=16, description="rows x longest source length allowed in one step")
-    max_queue_delay_ms: float = Field(2.0, ge=0, le=10_000, description="wait this long for more sentences "
-                                                                        "before starting a step on an idle batch")
+    # Unset: 0 with continuous batching, where a later arrival joins at the next step anyway
+    # (measured: concurrency-1 p50 1.18x -> 1.08x offline, the same throughput at 64 clients),
+    # 2 ms with request-level batching, whose batch is closed once it starts.
+    max_queue_delay_ms: float | None = Field(None, ge=0, le=10_000, description="wait this long for more "
+                                             "sentences before starting a step on an idle batch (unset: 0 "
+                                             "with continuous batching, 2 with request-level)")
     max_queue: int = Field(1024, ge=1, description="sentences waiting for admission; beyond it RESOURCE_EXHAUSTED")
     retry_after_seconds: float = Field(0.5, gt=0, description="retry hint (RetryInfo) sent with RESOURCE_EXHAUSTED "
                                                               "while refusals are few")
-    retry_after_max_seconds: float = Field(30.0, gt=0, description="the most the retry hint grows to while "
+    retry_after_max_seconds: float = Field(4.0, gt=0, description="the most the retry hint grows to while "
                                                                    "refusals keep coming")
-    overload_refusals_per_second: float = Field(50.0, gt=0, description="refusals per second above which the retry "
+    overload_refusals_per_second: float = Field(200.0, gt=0, description="refusals per second above which the retry "
                                                 "hint doubles each second (below half of it, it halves back)")
     grace_period_seconds: float = Field(20.0, ge=0, description="on SIGTERM: time for in-flight requests to finish")
 
@@ -154,6 +158,13 @@ class Settings(BaseSettings):
             raise ValueError(f"max_batch_rows ({self.max_batch_rows}) must be at least max_beam_size "
                              f"({self.max_beam_size}): a beam's rows decode in one step")
         return self
+
+    @property
+    def queue_delay_seconds(self) -> float:
+        """max_queue_delay_ms, or its default for the batching mode, in seconds."""
+        if self.max_queue_delay_ms is not None:
+            return self.max_queue_delay_ms / 1000
+        return 0.0 if self.batching == "continuous" else 0.002
 
 
 class ConfigError(Exception):

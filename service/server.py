@@ -63,7 +63,7 @@ class Server:
                                 optimization=s.graph_optimization, allow_spinning=s.allow_spinning,
                                 shortlist=s.shortlist)
         limits = SchedulerLimits(max_batch_rows=s.max_batch_rows, max_batch_tokens=s.max_batch_tokens,
-                                 max_queue=s.max_queue, max_queue_delay=s.max_queue_delay_ms / 1000,
+                                 max_queue=s.max_queue, max_queue_delay=s.queue_delay_seconds,
                                  retry_after=s.retry_after_seconds, continuous=s.batching == "continuous")
         for model_dir in s.models:
             engine = Engine(model_dir, options)

@@ -17,6 +17,14 @@ def test_defaults_work_out_of_the_box():
     assert s.models[0].name == "rnnsearch-es-en"
 
 
+def test_the_idle_batch_waits_only_where_a_batch_closes():
+    """Continuous batching lets a later sentence join at the next step, so an idle batch
+    does not wait for company by default; a request-level batch is closed once it starts."""
+    assert load_settings(models=["m"]).queue_delay_seconds == 0.0
+    assert load_settings(models=["m"], batching="request").queue_delay_seconds == 0.002
+    assert load_settings(models=["m"], max_queue_delay_ms=5).queue_delay_seconds == 0.005
+
+
 def test_file_then_environment_then_flags(tmp_path, monkeypatch):
     toml = tmp_path / "attnmt.toml"
     toml.write_text('port = 6000\nmax_queue = 7\nmodels = ["/m/a", "/m/b"]\n')
