@@ -297,11 +297,15 @@ def test_the_retry_hint_grows_while_refusals_keep_coming(tiny_model):
            "ATTNMT_OVERLOAD_REFUSALS_PER_SECOND": "5"}
     with RunningServer([tiny_model], env) as server, grpc.insecure_channel(server.address) as channel:
         s = pb_grpc.TranslatorStub(channel)
-        busy = [slow_align(s) for _ in range(2)]               # one decoding, one waiting: the queue is full
         give_up = time.monotonic() + 30
-        while server.metric("attnmt_queue_depth") < 1:
-            assert time.monotonic() < give_up, "the second align never queued"
-            time.sleep(0.01)
+        busy = []
+        # one decoding, then one waiting: the queue (max_queue 1) is full. The second is sent
+        # only once the first has left the queue, or the gate would refuse it too.
+        for gauge in ("attnmt_inflight_sentences", "attnmt_queue_depth"):
+            busy.append(slow_align(s))
+            while server.metric(gauge) < 1:
+                assert time.monotonic() < give_up, f"{gauge} never reached 1"
+                time.sleep(0.01)
         delays = []
         end = time.monotonic() + 3.5
         while time.monotonic() < end:
