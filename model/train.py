@@ -31,7 +31,7 @@ from .network import ModelConfig, RNNsearch, count_parameters
 from .placeholders import SENTINELS, protect_share
 from .search import translate_ids
 from .tokenizer import MODEL_FILE, PAD_ID, Tokenizer, train_tokenizer
-from .transfer import transfer_state, widen_state
+from .transfer import WIDENABLE, transfer_state, widen_state
 
 
 @dataclass
@@ -139,11 +139,10 @@ def initial_weights(cfg: TrainConfig, run_dir: Path, log: Log, model: RNNsearch)
     ckpt = torch.load(weights, map_location="cpu", weights_only=False)
     state = {k: v.float() for k, v in ckpt["state_dict"].items()}
     old, new = ckpt["model_config"], cfg.model.to_dict()
-    widths = ("encoder_hidden", "decoder_hidden", "attention_size")
-    if any(old[k] != new[k] for k in widths):
+    if any(old[k] != new[k] for k in WIDENABLE):
         state = widen_state(state, old, new, model.state_dict())
-        log("widened from " + ", ".join(f"{k} {old[k]}" for k in widths) + " to " + ", ".join(
-            f"{new[k]}" for k in widths) + " (the new units start with zero weight to the old ones)")
+        log("widened from " + ", ".join(f"{k} {old[k]}" for k in WIDENABLE) + " to " + ", ".join(
+            f"{new[k]}" for k in WIDENABLE) + " (the new units start with zero weight to the old ones)")
     if not cfg.new_vocabulary:
         return state
     state, counts = transfer_state(state, source / MODEL_FILE, run_dir / MODEL_FILE)

@@ -74,6 +74,10 @@ def transfer_state(state: dict[str, torch.Tensor], old_spm: Path, new_spm: Path)
 # backward half moves from column n to column N. No library widens a custom
 # PyTorch module (torch's own pruning goes the other way), hence this code.
 
+# the ModelConfig sizes widen_state may grow; everything else must stay as it was
+WIDENABLE = ("encoder_hidden", "decoder_hidden", "attention_size")
+
+
 def _segments(*parts: tuple[int, int]) -> torch.Tensor:
     """Positions of old units in a vector made of consecutive (old, new) sized parts,
     each part's old units first."""
@@ -94,8 +98,7 @@ def widen_state(state: dict[str, torch.Tensor], old: dict, new: dict,
     fixed = ("vocab_size", "embedding_size", "readout_size", "readout", "tie_embeddings")
     changed = [k for k in fixed if old[k] != new[k]]
     if changed:
-        raise ValueError(f"widening keeps {', '.join(changed)}: only encoder_hidden, decoder_hidden "
-                         "and attention_size may grow")
+        raise ValueError(f"widening keeps {', '.join(changed)}: only {', '.join(WIDENABLE)} may grow")
     n, d, a, m = old["encoder_hidden"], old["decoder_hidden"], old["attention_size"], old["embedding_size"]
     N, D, A = new["encoder_hidden"], new["decoder_hidden"], new["attention_size"]
     if N < n or D < d or A < a:

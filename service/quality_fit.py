@@ -166,15 +166,19 @@ def fit_quality(model_dir: Path, data_dirs: Path | list[Path], split: str = "dev
     translator.quality = QualityModel(features_only, "translation")
     translator.greedy_quality = QualityModel(features_only, "translation_greedy")
     translator.alignment_quality = QualityModel(features_only, "alignment")
-    hyps, chrf, greedy, greedy_chrf, true, false, sizes = [], [], [], [], [], [], {}
+    hyps, greedy, true, false, chrf, greedy_chrf, sizes = [], [], [], [], [], [], {}
     for data_dir in data_dirs:
         pairs = read_split(data_dir, split, m.source_language, m.target_language)
         sizes[f"{data_dir.name}/{split}"] = len(pairs)
-        h, c = translate_split(translator, pairs, beam)
-        g, gc = translate_split(translator, pairs, 1) if beam > 1 else (h, c)
-        t, f = align_pairs(translator, pairs)      # mismatched references from the same domain
-        hyps += h; greedy += g; true += t; false += f
-        chrf.append(c); greedy_chrf.append(gc)
+        beam_hyps, beam_chrf = translate_split(translator, pairs, beam)
+        hyps += beam_hyps
+        chrf.append(beam_chrf)
+        greedy_hyps, greedy_scores = translate_split(translator, pairs, 1) if beam > 1 else (beam_hyps, beam_chrf)
+        greedy += greedy_hyps
+        greedy_chrf.append(greedy_scores)
+        matched, mismatched = align_pairs(translator, pairs)   # mismatched references from the same domain
+        true += matched
+        false += mismatched
     chrf, greedy_chrf = np.concatenate(chrf), np.concatenate(greedy_chrf)
     spec = {"coverage_threshold": DEFAULT_COVERAGE_THRESHOLD,
             # greedy output is more confident and worse than beam output: each search its own fit
