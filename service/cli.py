@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .alignment import pharaoh
 from .decoding import SearchOptions
+from .errors import ModelLoadError
 
 ALIGNMENTS = ("none", "soft", "words", "hard")
 
@@ -108,7 +109,7 @@ def _translator(args: argparse.Namespace):
         raise SystemExit("attnmt translate: give --model DIR (offline) or --server HOST:PORT")
     from .engine import Engine, EngineOptions
     from .translator import Translator
-    engine = Engine(args.model, EngineOptions(device=args.device, shortlist=args.shortlist))
+    engine = Engine(args.model, EngineOptions(device=args.device, precision=args.precision, shortlist=args.shortlist))
     return Translator(engine, max_tokens=10_000)
 
 
@@ -226,7 +227,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("translate", help="translate text offline (--model) or through a server (--server)")
     p.add_argument("text", nargs="*", help="sentences (default: read --input or stdin, one per line)")
     p.add_argument("--model", type=Path, help="model directory (offline)")
-    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda", "openvino"],
+                   help="openvino: the CPU through OpenVINO's execution provider (pip install 'attnmt[openvino]')")
+    p.add_argument("--precision", default="f32", choices=["f32", "bf16"],
+                   help="bf16 (with --device openvino): bfloat16 matrix products, faster on CPUs with AMX")
     p.add_argument("--shortlist", action="store_true",
                    help="offline: use the model's lexical shortlist (faster one sentence at a time, slower in "
                         "large batches; off by default)")
@@ -269,6 +273,9 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args) or 0
     except KeyboardInterrupt:
         return 130
+    except ModelLoadError as e:     # a model directory or device that cannot load: its message, not a traceback
+        print(f"attnmt {args.command}: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -45,8 +45,13 @@ class Settings(BaseSettings):
         description="model directories to serve (env: comma-separated); the name in each manifest selects it")
     default_model: str | None = Field(None, description="model used when a request names none "
                                                         "(default: the first in `models`)")
-    device: Literal["cpu", "cuda"] = Field("cpu", description="execution provider; cuda refuses to start "
-                                                              "if ONNX Runtime cannot use the GPU")
+    device: Literal["cpu", "cuda", "openvino"] = Field(
+        "cpu", description="execution provider; cuda refuses to start if ONNX Runtime cannot use the GPU; "
+                           "openvino runs on the CPU through OpenVINO's plugin (pip install 'attnmt[openvino]')")
+    # Measured (docs/benchmarks.md, bundled model, AMX CPU): bf16 through OpenVINO decodes the test
+    # verses 1.6x as fast at -0.10 BLEU greedy; off by default, as answers then differ from f32's.
+    precision: Literal["f32", "bf16"] = Field("f32", description="bf16: bfloat16 matrix products "
+                                                                 "(device openvino only)")
     intra_op_threads: int = Field(0, ge=0, description="ONNX Runtime threads per step (0: one per core)")
     inter_op_threads: int = Field(1, ge=0, description="ONNX Runtime inter-op threads")
     graph_optimization: Literal["disable", "basic", "extended", "all"] = Field("all", description="ORT graph optimisation (`disable` also leaves the float16 weights' Casts to run at every step instead of folding them at load)")
@@ -152,6 +157,8 @@ class Settings(BaseSettings):
             raise ValueError("tls_cert and tls_key must be set together")
         if self.tls_client_ca is not None and self.tls_cert is None:
             raise ValueError("tls_client_ca (mutual TLS) needs tls_cert and tls_key")
+        if self.precision != "f32" and self.device != "openvino":
+            raise ValueError(f"precision {self.precision} needs device openvino (device {self.device} computes in f32)")
         if self.default_beam_size > self.max_beam_size:
             raise ValueError("default_beam_size must not exceed max_beam_size")
         if self.max_batch_rows < self.max_beam_size:

@@ -10,6 +10,7 @@ ids, scores, α and the new state cross to the host.
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +34,8 @@ _LEVELS = {"disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
 
 @dataclass(frozen=True)
 class EngineOptions:
-    device: str = "cpu"             # cpu | cuda
+    device: str = "cpu"             # cpu | cuda | openvino (the CPU through OpenVINO's execution provider)
+    precision: str = "f32"          # f32 | bf16 (openvino only: bfloat16 matrix products, AMX where the CPU has it)
     intra_op_threads: int = 0       # 0: ONNX Runtime's default (one per core)
     inter_op_threads: int = 1
     optimization: str = "all"       # disable | basic | extended | all
@@ -61,6 +63,31 @@ class StepOutput:
     alpha: np.ndarray             # R x S
 
 
+_OPENVINO = "OpenVINOExecutionProvider"
+
+
+def _openvino_devices() -> list:
+    """The CPU as OpenVINO's plugin execution provider sees it (registered once per process).
+
+    The plugin (PyPI onnxruntime-ep-openvino) loads into the installed ONNX Runtime; it takes
+    its precision and threads from `load_config`, not from provider options."""
+    try:
+        import onnxruntime_ep_openvino
+    except ImportError as e:
+        raise ModelLoadError("device openvino needs OpenVINO's execution provider: "
+                             "pip install 'attnmt[openvino]' (the onnxruntime-ep-openvino package)") from e
+    if not any(d.ep_name == _OPENVINO for d in ort.get_ep_devices()):
+        try:
+            ort.register_execution_provider_library(_OPENVINO, onnxruntime_ep_openvino.get_library_path())
+        except Exception as e:  # noqa: BLE001 - ORT raises its own types for a library it cannot load
+            raise ModelLoadError(f"OpenVINO's execution provider did not load into ONNX Runtime "
+                                 f"{ort.__version__}: {e}") from e
+    devices = [d for d in ort.get_ep_devices() if d.ep_name == _OPENVINO and d.device.type == ort.OrtHardwareDeviceType.CPU]
+    if not devices:
+        raise ModelLoadError("OpenVINO's execution provider found no CPU device")
+    return devices[:1]
+
+
 class Engine:
     """Loads a model directory and runs its graphs."""
 
@@ -74,7 +101,8 @@ class Engine:
                                  f"manifest says vocab_size {self.manifest.vocab_size}")
         self.state_names = dict(self.manifest.step_state)       # input -> output that replaces it
         extra = tuple(n for n in self.state_names if n not in DECODER_INPUTS)
-        self.providers = self._providers(options.device)
+        self.providers = self._providers(options.device, options.precision)
+        self._openvino = _openvino_devices() if options.device == "openvino" else None
         self.encoder = self._session("encoder", ENCODER_INPUTS, ENCODER_OUTPUTS)
         self.decoder = self._session("decoder_step", DECODER_INPUTS + extra, DECODER_OUTPUTS)
         self._extra_inputs = extra
@@ -111,11 +139,17 @@ class Engine:
         return self._lazy[name]
 
     @staticmethod
-    def _providers(device: str) -> list[str]:
+    def _providers(device: str, precision: str) -> list[str]:
+        if precision not in ("f32", "bf16"):
+            raise ModelLoadError(f"precision must be 'f32' or 'bf16', not {precision!r}")
+        if precision != "f32" and device != "openvino":
+            raise ModelLoadError(f"precision {precision} needs device openvino (device {device} computes in f32)")
         if device == "cpu":
             return ["CPUExecutionProvider"]
+        if device == "openvino":
+            return ["OpenVINOExecutionProvider", "CPUExecutionProvider"]
         if device != "cuda":
-            raise ModelLoadError(f"device must be 'cpu' or 'cuda', not {device!r}")
+            raise ModelLoadError(f"device must be 'cpu', 'cuda' or 'openvino', not {device!r}")
         if hasattr(ort, "preload_dlls"):
             try:  # CUDA/cuDNN from the nvidia-* pip packages are found only after this
                 ort.preload_dlls()
@@ -133,13 +167,23 @@ class Engine:
         so.inter_op_num_threads = self.options.inter_op_threads
         so.add_session_config_entry("session.intra_op.allow_spinning", "1" if self.options.allow_spinning else "0")
         so.log_severity_level = 3
+        providers = self.providers
+        if self._openvino is not None:
+            # A plugin EP is added per session for its devices; the CPU provider runs what it leaves.
+            config = {"INFERENCE_PRECISION_HINT": self.options.precision}
+            if self.options.intra_op_threads:
+                config["INFERENCE_NUM_THREADS"] = self.options.intra_op_threads
+            so.add_provider_for_devices(self._openvino, {"load_config": json.dumps({"CPU": config})})
+            providers = None
         try:
-            session = ort.InferenceSession(str(path), sess_options=so, providers=self.providers)
+            session = ort.InferenceSession(str(path), sess_options=so, providers=providers)
         except Exception as e:  # ORT raises several exception types for a bad graph
             raise ModelLoadError(f"{path}: ONNX Runtime cannot load it: {e}") from e
         got = session.get_providers()
         if self.providers[0] not in got:
             # ORT falls back to CPU silently when CUDA cannot load: refuse instead.
+            if self._openvino is not None:
+                raise ModelLoadError(f"{graph}: asked for OpenVINOExecutionProvider but ONNX Runtime gave {got}")
             raise ModelLoadError(f"{graph}: asked for {self.providers[0]} but ONNX Runtime gave {got}; "
                                  "check the CUDA driver, CUDA 12/13 and cuDNN 9 libraries "
                                  "(pip install 'onnxruntime-gpu[cuda,cudnn]'), or set device=cpu")

@@ -59,7 +59,7 @@ class Server:
 
     def _load_models(self) -> None:
         s = self.settings
-        options = EngineOptions(device=s.device, intra_op_threads=s.intra_op_threads, inter_op_threads=s.inter_op_threads,
+        options = EngineOptions(device=s.device, precision=s.precision, intra_op_threads=s.intra_op_threads, inter_op_threads=s.inter_op_threads,
                                 optimization=s.graph_optimization, allow_spinning=s.allow_spinning,
                                 shortlist=s.shortlist)
         limits = SchedulerLimits(max_batch_rows=s.max_batch_rows, max_batch_tokens=s.max_batch_tokens,

@@ -44,6 +44,8 @@ def test_file_then_environment_then_flags(tmp_path, monkeypatch):
     ("batching = 'sometimes'\n", "batching"),
     ("max_queue_size = 3\n", "max_queue_size"),          # a typo is an error, not ignored
     ("tls_cert = '/x.pem'\n", "tls_cert and tls_key"),
+    ("precision = 'bf16'\n", "precision bf16 needs device openvino"),
+    ("device = 'tpu'\n", "device"),
 ])
 def test_invalid_configuration_names_the_field(tmp_path, content, field):
     path = tmp_path / "bad.toml"
