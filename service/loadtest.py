@@ -208,7 +208,10 @@ def bench_serving(model: Path, sentences: list[str], repeats: int = 5, concurren
     options = pb.DecodingOptions(beam_size=1, alignment=pb.ALIGNMENT_WORDS)
     singles = spread(sentences, latency_sentences)
     host = machine()
-    translator = Translator(Engine(model, EngineOptions()))
+    # the offline engine computes as the server does: same device and precision
+    chosen = settings or {}
+    translator = Translator(Engine(model, EngineOptions(device=chosen.get("device", "cpu"),
+                                                        precision=chosen.get("precision", "f32"))))
     runs = []
     # Default settings, unless `settings` ({"intra_op_threads": "1"}, say) changes some.
     env = {f"ATTNMT_{k.upper()}": v for k, v in (settings or {}).items()}
