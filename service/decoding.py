@@ -297,13 +297,17 @@ class DecodeBatch:
         rows.reserve(R, int(t.max()) + 2, S)
         everyone = np.arange(R)
         rows.alpha[everyone, t, :S] = out.alpha                            # α belongs to the row that produced it
-        rows.alpha[everyone, t, S:] = 0
+        if S < rows.length:
+            rows.alpha[everyone, t, S:] = 0
         for name, value in out.state.items():
             rows.state[name][:R] = value
 
         finished: list[Search] = []
+        absent = {GREEDY, FORCED} - {s.kind for s in self.searches}     # a batch of beams has neither
         for kind, tokens, log_probs in ((GREEDY, out.topk_ids[:, 0], out.topk_log_probs[:, 0]),
                                         (FORCED, forced_next, out.forced_log_probs)):
+            if kind in absent:
+                continue
             chosen = np.flatnonzero(kinds == kind)
             if not len(chosen):
                 continue
@@ -342,9 +346,7 @@ class DecodeBatch:
     def _advance_beams(self, beams: list[Search], out, t: np.ndarray) -> list[Search]:
         rows, eos = self.rows, self.engine.eos_id
         width = max(len(s.rows) for s in beams)
-        matrix = np.full((len(beams), width), -1, dtype=np.int64)          # B x W
-        for i, s in enumerate(beams):
-            matrix[i, :len(s.rows)] = s.rows
+        matrix = np.array([s.rows + [-1] * (width - len(s.rows)) for s in beams], dtype=np.int64)   # B x W
         sizes = np.array([s.options.beam_size for s in beams])
         open_places = sizes - np.array([len(s.finished) for s in beams])
         last = np.array([s.steps >= s.max_length for s in beams])
@@ -354,12 +356,13 @@ class DecodeBatch:
         for i, c in zip(*np.nonzero(choice.ends)):          # hypotheses that end here (few)
             search, p = beams[i], choice.parent[i, c]
             n = search.steps                                 # tokens including this step's
-            tokens = np.append(rows.tokens[p, :n - 1], choice.token[i, c])
-            log_probs = np.append(rows.log_probs[p, :n - 1], choice.log_prob[i, c])
+            tokens, log_probs = rows.tokens[p, :n].copy(), rows.log_probs[p, :n].copy()   # the parent's history
+            tokens[-1], log_probs[-1] = choice.token[i, c], choice.log_prob[i, c]       # and this step's choice
             search.finish(tokens, log_probs, rows.alpha[p, :n, :search.src_len].copy())
         going = choice.keep & ~choice.ends                   # B x K: candidates that continue
         b, c = np.nonzero(going)                             # by sentence, best first
         parents = choice.parent[b, c]
+        parent_list = parents.tolist()
         counts = going.sum(axis=1).tolist()
         dst: list[int] = []
         freed: list[int] = []
@@ -372,11 +375,10 @@ class DecodeBatch:
                 for r in new:
                     self._set_owner(r, search)
                 old = old + new
-            mine = self._assign(parents[start:start + width].tolist(), old)
+            mine, spare = self._assign(parent_list[start:start + width], old)
             start += width
             search.rows = mine
-            kept = set(mine)
-            freed += [r for r in old if r not in kept]
+            freed += spare
             dst += mine
             if not width:
                 search.done = True
@@ -384,9 +386,10 @@ class DecodeBatch:
                 finished.append(search)
         if dst:
             d, s = np.array(dst), parents
-            steps = int(t[s].max()) + 1
             moved = d != s                                   # a child in its parent's own row copies nothing
-            rows.copy(d[moved], s[moved], steps, out.alpha.shape[1])   # others take state and history
+            if moved.any():                                  # others take state and history
+                lengths = np.array([search.src_len for search in beams])[b]
+                rows.copy(d[moved], s[moved], t[s[moved]] + 1, lengths[moved])
             at = t[s]
             rows.tokens[d, at] = choice.token[b, c]
             rows.log_probs[d, at] = choice.log_prob[b, c]
@@ -398,18 +401,25 @@ class DecodeBatch:
         return finished
 
     @staticmethod
-    def _assign(parents: list[int], rows: list[int]) -> list[int]:
-        """A row for each continuing candidate (in rank order): the first child of a parent
-        takes over the parent's own row, so only the other children copy a history."""
-        assigned: list[int | None] = [None] * len(parents)
-        taken: set[int] = set()
-        available = set(rows)
-        for j, parent in enumerate(parents):
-            if parent in available and parent not in taken:
-                assigned[j] = parent
-                taken.add(parent)
-        left = (r for r in rows if r not in taken)
-        return [r if r is not None else next(left) for r in assigned]
+    def _assign(parents: list[int], rows: list[int]) -> tuple[list[int], list[int]]:
+        """A row for each continuing candidate (in rank order), and the rows left over:
+        the first child of a parent takes over the parent's own row (parents are always
+        among the sentence's rows), so only the other children copy a history; they take
+        the rows no candidate continues from, in order."""
+        taken = set(parents)
+        spare = [r for r in rows if r not in taken]
+        if len(taken) == len(parents):      # every candidate extends a different row (the usual case)
+            return parents, spare
+        mine: list[int] = []
+        seen: set[int] = set()
+        free = iter(spare)
+        for parent in parents:
+            if parent in seen:
+                mine.append(next(free))
+            else:
+                seen.add(parent)
+                mine.append(parent)
+        return mine, spare[len(parents) - len(taken):]
 
 
 def decode_all(engine: Engine, searches: list[Search], max_rows: int = 64) -> list[Search]:

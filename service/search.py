@@ -39,12 +39,15 @@ def select_beams(row_matrix: np.ndarray, row_scores: np.ndarray, topk_ids: np.nd
     valid = row_matrix >= 0                                             # B x W
     rows = np.where(valid, row_matrix, 0)
     candidates = row_scores[rows][:, :, None] + topk_log_probs[rows][:, :, :K]   # B x W x K
-    too_deep = np.arange(K)[None, None, :] >= beam_sizes[:, None, None]  # rank beyond this sentence's beam
-    candidates = np.where(valid[:, :, None] & ~too_deep, candidates, -np.inf)
+    out = ~valid[:, :, None]                                            # B x W x 1: padding rows
+    if (beam_sizes < K).any():                                          # ranks beyond a narrower beam
+        out = out | (np.arange(K)[None, None, :] >= beam_sizes[:, None, None])
+    candidates[np.broadcast_to(out, candidates.shape)] = -np.inf
     flat = candidates.reshape(B, W * K)                                 # B x W*K
     order = np.argsort(-flat, axis=1, kind="stable")[:, :K]             # B x K, best first
-    score = np.take_along_axis(flat, order, axis=1)
-    parent = np.take_along_axis(rows, order // K, axis=1)               # B x K rows
+    sentence = np.arange(B)[:, None]                                    # B x 1 (plain indexing: cheaper
+    score = flat[sentence, order]                                       # than take_along_axis at these sizes)
+    parent = rows[sentence, order // K]                                 # B x K rows
     rank = order % K
     token = topk_ids[parent, rank]
     log_prob = topk_log_probs[parent, rank]

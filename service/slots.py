@@ -136,29 +136,41 @@ class Rows:
         self.n += count
         return rows
 
-    def copy(self, dst: np.ndarray, src: np.ndarray, steps: int, length: int) -> None:
-        """Rows `dst` become copies of rows `src` (a beam's children of their parents),
-        with the first `steps` entries of history over the first `length` source positions."""
+    def copy(self, dst: np.ndarray, src: np.ndarray, steps: np.ndarray, lengths: np.ndarray) -> None:
+        """Rows `dst` become copies of rows `src` (a beam's children of their parents): the
+        per-row arrays, and each pair's first `steps` entries of history, α over its sentence's
+        first `lengths` source positions (nothing reads α beyond a row's source)."""
         for array in self._row_arrays():
             array[dst] = array[src]
-        self.tokens[dst, :steps] = self.tokens[src, :steps]
-        self.log_probs[dst, :steps] = self.log_probs[src, :steps]
-        self.alpha[dst, :steps, :length] = self.alpha[src, :steps, :length]
+        longest = int(steps.max())
+        self.tokens[dst, :longest] = self.tokens[src, :longest]
+        self.log_probs[dst, :longest] = self.log_probs[src, :longest]
+        # Row by row: one copy each, where fancy indexing gathers into a temporary first
+        # (dst rows are never sources: a beam's children copy into rows no candidate extends).
+        alpha = self.alpha
+        for d, s, n, length in zip(dst.tolist(), src.tolist(), steps.tolist(), lengths.tolist()):
+            alpha[d, :n, :length] = alpha[s, :n, :length]
 
     def free(self, rows: list[int]) -> dict[int, int]:
         """Release rows; returns {old row: new row} for the rows that moved."""
         moves = _compact(self.n, rows)
         if moves:
             src, dst = np.array(list(moves)), np.array(list(moves.values()))
-            for array in (*self._row_arrays(), self.tokens, self.log_probs, self.alpha):
+            for array in self._row_arrays():
                 array[dst] = array[src]
+            used = int(self.steps[dst].max()) + 1      # history beyond a row's steps is never read
+            for array in (self.tokens, self.log_probs, self.alpha):
+                array[dst, :used] = array[src, :used]
         self.n -= len(rows)
         return moves
 
     def permute(self, order: np.ndarray) -> None:
         """Reorder the live rows: row i becomes old row order[i]."""
         n = self.n
-        for array in (*self._row_arrays(), self.tokens, self.log_probs, self.alpha):
+        used = int(self.steps[:n].max(initial=0)) + 1  # history beyond a row's steps is never read
+        for array in (self.tokens, self.log_probs, self.alpha):
+            array[:n, :used] = array[order, :used]
+        for array in self._row_arrays():
             array[:n] = array[order]
 
     def _row_arrays(self) -> list[np.ndarray]:
