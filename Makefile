@@ -49,6 +49,8 @@ data: $(VENV)/.dev
 	$(BIN)/attnmt data mix $(MIXED) $(DATA):2 $(SOFTWARE):1 --dev-max 500
 	$(BIN)/attnmt data mix $(MIXED)-bible4 $(DATA):4 $(SOFTWARE):1 --dev-max 500
 	$(BIN)/attnmt data mix $(MIXED)-bible12 $(DATA):12 $(SOFTWARE):1 --dev-max 500
+	$(BIN)/attnmt data copies $(SOFTWARE)-copies --from $(SOFTWARE)
+	$(BIN)/attnmt data mix $(MIXED)-copies $(DATA):4 $(SOFTWARE):1 $(SOFTWARE)-copies:1 --dev-max 500
 
 # Six stages, each resumable (run the same command again): the Bible alone (about two
 # hours); both domains from it with a joint vocabulary (about two hours more;

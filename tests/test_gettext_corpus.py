@@ -99,6 +99,8 @@ def test_missing_tools_are_named(monkeypatch, tmp_path):
     ("%(name)s {0} {name} {{var}} $HOME ${VAR}", ["%(name)s", "{0}", "{name}", "{{var}}", "$HOME", "${VAR}"]),
     ("<b>negrita</b> y <a href=\"x\">enlace</a>", ["<b>", "</b>", "<a href=\"x\">", "</a>"]),
     ("el 50 % de los casos, {a b}", []),
+    # a metavariable is translated (<archivo> -> <file>), only markup elements are tags
+    ("usa \"git add <archivo>...\" <BR/> <rama> <span class=\"x\">", ["<BR/>", "<span class=\"x\">"]),
 ])
 def test_placeholder_pattern(text, expected):
     assert find(text) == expected
