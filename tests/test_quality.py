@@ -84,6 +84,23 @@ def test_fractional_logistic_regression_recovers_a_monotone_signal():
     assert spec["bias"] == pytest.approx(0.2 + 1.5 * x[:, 0].mean(), rel=1e-3)
 
 
+def test_features_are_combined_only_when_that_ranks_held_out_sentences_better():
+    from attnmt.service.quality_fit import fit_translation
+    rng = np.random.default_rng(1)
+    n = 500
+    x = rng.normal(size=(n, len(FEATURES)))
+    seq = FEATURES.index("mean_log_prob")
+    # chrF follows Seq-Logprob alone; the other features are noise a full fit would chase
+    noise_only = fit_translation(x, 100 / (1 + np.exp(-2 * x[:, seq])))
+    assert noise_only["selected"] == "mean_log_prob"
+    assert all(w == 0 for k, w in enumerate(noise_only["weights"]) if k != seq) and noise_only["weights"][seq] > 0
+    # chrF follows two features: combining them ranks held-out sentences better
+    other = FEATURES.index("uncovered")
+    both = fit_translation(x, 100 / (1 + np.exp(-(x[:, seq] - 1.5 * x[:, other]))))
+    assert both["selected"] == "combined" and both["weights"][other] < 0
+    assert both["dev_held_out_spearman"]["combined"] > both["dev_held_out_spearman"]["mean_log_prob"]
+
+
 def test_fit_quality_writes_the_manifest_and_the_service_uses_it(tiny_model, tiny_run, tmp_path):
     model = tmp_path / "tiny-fitted"
     shutil.copytree(tiny_model, model)
