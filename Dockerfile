@@ -2,6 +2,8 @@
 #
 #   docker build --platform linux/amd64 -t attnmt:0.1.0 .                           # CPU: onnxruntime
 #   docker build --platform linux/amd64 --build-arg ORT=gpu -t attnmt:0.1.0-gpu .   # CUDA: + NVIDIA pip libraries
+#   docker build --platform linux/amd64 --build-arg ORT=openvino -t attnmt:0.1.0-openvino .
+#       # + OpenVINO's execution provider; run with ATTNMT_DEVICE=openvino [ATTNMT_PRECISION=bf16]
 #   docker run --rm -p 50051:50051 -p 8002:8002 attnmt:0.1.0
 #
 # linux/amd64: pyproject selects onnxruntime-gpu there, which this build relies on.
@@ -17,6 +19,8 @@ FROM ${PYTHON_IMAGE} AS build
 # cpu: swap onnxruntime-gpu (what pyproject picks on Linux x86_64) for the much
 #      smaller onnxruntime of the same version; the service code is the same.
 #      (`pip check` would now complain that attnmt wants onnxruntime-gpu: expected.)
+# openvino: onnxruntime as for cpu, plus OpenVINO's plugin execution provider
+#      (PyPI onnxruntime-ep-openvino, about 160 MB; bf16 on CPUs with AMX).
 # gpu: keep onnxruntime-gpu and add CUDA and cuDNN as pip packages
 #      (its [cuda,cudnn] extras, about 2 GB), which the engine finds through
 #      onnxruntime.preload_dlls(); the host needs an NVIDIA driver new enough
@@ -42,8 +46,10 @@ RUN pip install --no-cache-dir . \
     && case "$ORT" in \
          cpu) pip uninstall -y onnxruntime-gpu \
               && pip install --no-cache-dir "onnxruntime==${ort_version}" ;; \
+         openvino) pip uninstall -y onnxruntime-gpu \
+              && pip install --no-cache-dir "onnxruntime==${ort_version}" "onnxruntime-ep-openvino==1.8.1" ;; \
          gpu) pip install --no-cache-dir "onnxruntime-gpu[cuda,cudnn]==${ort_version}" ;; \
-         *)   echo "ORT must be cpu or gpu, not '$ORT'" >&2; exit 1 ;; \
+         *)   echo "ORT must be cpu, openvino or gpu, not '$ORT'" >&2; exit 1 ;; \
        esac \
     && python -c "import onnxruntime as ort; print('onnxruntime', ort.__version__, ort.get_available_providers())"
 
