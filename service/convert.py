@@ -59,10 +59,6 @@ def alignment_kind(kind: int, default: int = NONE) -> int:
     return kind
 
 
-def _rows(matrix) -> list[pb.AlignmentRow]:
-    return [pb.AlignmentRow(weights=row.tolist()) for row in matrix]
-
-
 def quality_pb(quality: Quality) -> pb.Quality:
     f = quality.features
     return pb.Quality(score=quality.score, mean_log_prob=f["mean_log_prob"], uncovered=f["uncovered"],
@@ -112,16 +108,17 @@ def hypothesis_pb(hyp: Hypothesis, kind: int, threshold: float | None) -> pb.Hyp
         return message
     message.target_words.extend(hyp.target_words)
     links = hyp.hard_alignment(threshold)
-    alignment = pb.Alignment(links=[pb.AlignmentLink(source=i, target=j) for i, j in links], pharaoh=pharaoh(links))
-    if kind == SOFT:
-        alignment.level = pb.Alignment.LEVEL_PIECES
-        alignment.rows.extend(_rows(hyp.alignment))
-    elif kind == WORDS:
-        alignment.level = pb.Alignment.LEVEL_WORDS
-        alignment.rows.extend(_rows(hyp.word_alignment))
-    else:
-        alignment.level = pb.Alignment.LEVEL_WORDS
-    message.alignment.CopyFrom(alignment)
+    # Filled in place (add(), not a message built and then copied in): this runs for every
+    # hypothesis the server returns, on the event loop's thread.
+    alignment = message.alignment
+    alignment.SetInParent()                     # present even with no links and no rows
+    for i, j in links:
+        alignment.links.add(source=i, target=j)
+    alignment.pharaoh = pharaoh(links)
+    alignment.level = pb.Alignment.LEVEL_PIECES if kind == SOFT else pb.Alignment.LEVEL_WORDS
+    if kind in (SOFT, WORDS):
+        for row in (hyp.alignment if kind == SOFT else hyp.word_alignment).tolist():
+            alignment.rows.add(weights=row)
     return message
 
 
