@@ -20,7 +20,8 @@ ALIGNMENTS = ("none", "soft", "words", "hard")
 
 
 def _search_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--beam", type=int, default=1, help="beam size (1: greedy)")
+    p.add_argument("--beam", type=int, help="beam size (1: greedy; default: greedy offline, and through --server "
+                                            "the server's default_beam_size, 5 unless configured)")
     p.add_argument("--n-best", type=int, default=1)
     p.add_argument("--length-penalty", type=float, default=1.0)
     p.add_argument("--max-length-ratio", type=float, default=1.5)
@@ -32,8 +33,11 @@ def _search_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _options(args: argparse.Namespace) -> SearchOptions:
-    return SearchOptions(beam_size=args.beam, n_best=args.n_best, length_penalty=args.length_penalty,
-                         max_length_ratio=args.max_length_ratio).validate()
+    beam = args.beam if args.beam is not None else (0 if args.server else 1)
+    options = SearchOptions(beam_size=beam, n_best=args.n_best, length_penalty=args.length_penalty,
+                            max_length_ratio=args.max_length_ratio)
+    # beam 0 asks the server for its default_beam_size; the server validates that request
+    return options.validate() if beam else options
 
 
 def format_hypothesis(hyp, alignment: str, threshold: float | None) -> str:

@@ -632,3 +632,17 @@ def test_the_python_client_retries_overload_as_retry_info_says(tiny_model):
         assert grpc.StatusCode.RESOURCE_EXHAUSTED in without      # the server does refuse this burst
         with_retries = burst(100)
         assert len(with_retries) == 8 and all(not isinstance(o, grpc.StatusCode) for o in with_retries)
+
+
+def test_the_cli_through_a_server_uses_the_servers_default_beam_unless_told(tiny_model):
+    """`attnmt translate --server` without --beam asks for the server's default_beam_size
+    (here 4: steps of up to 4 rows); --beam 1 is greedy (one row a step)."""
+    def rows_per_step_of(*flags: str) -> float:
+        rows, steps = server.metric("attnmt_batch_rows_sum"), server.metric("attnmt_batch_rows_count")
+        subprocess.run([sys.executable, "-m", "attnmt.service.cli", "translate", "--server", server.address, *flags,
+                        "peru vidas kasa ."], capture_output=True, text=True, check=True)
+        return (server.metric("attnmt_batch_rows_sum") - rows) / (server.metric("attnmt_batch_rows_count") - steps)
+
+    with RunningServer([tiny_model], {"ATTNMT_DEFAULT_BEAM_SIZE": "4", "ATTNMT_WARMUP": "false"}) as server:
+        assert rows_per_step_of() > 1.5
+        assert rows_per_step_of("--beam", "1") == 1.0
