@@ -14,6 +14,10 @@ import grpc
 from .metrics import Metrics
 
 OK = grpc.StatusCode.OK.name
+# A client whose deadline passes cancels the call (RST_STREAM); that can reach the server a
+# little before the server's own copy of the deadline (the request's grpc-timeout counted from
+# its arrival) has passed. A cancellation this close to the deadline is the deadline.
+DEADLINE_SLACK_SECONDS = 0.02
 
 
 def _code(context, error: BaseException | None) -> str:
@@ -22,7 +26,7 @@ def _code(context, error: BaseException | None) -> str:
         return code.name if isinstance(code, grpc.StatusCode) else OK
     if isinstance(error, asyncio.CancelledError):
         remaining = context.time_remaining()
-        return "DEADLINE_EXCEEDED" if remaining is not None and remaining <= 0 else "CANCELLED"
+        return "DEADLINE_EXCEEDED" if remaining is not None and remaining <= DEADLINE_SLACK_SECONDS else "CANCELLED"
     code = context.code()
     return code.name if isinstance(code, grpc.StatusCode) and code != grpc.StatusCode.OK else "UNKNOWN"
 

@@ -122,7 +122,7 @@ def test_server_errors_are_recorded_on_the_span(tiny_model, exporter):
     assert invalid.status.status_code == StatusCode.UNSET
     assert invalid.attributes["rpc.grpc.status_code"] == grpc.StatusCode.INVALID_ARGUMENT.value[0]
     assert "sentences is empty" in invalid.attributes["attnmt.error"]
-    assert deadline.status.status_code == StatusCode.ERROR
+    assert deadline.status.status_code == StatusCode.ERROR, dict(deadline.attributes)
     assert deadline.attributes["rpc.grpc.status_code"] == grpc.StatusCode.DEADLINE_EXCEEDED.value[0]
     queued = [s for s in exporter.get_finished_spans() if s.parent and s.parent.span_id == deadline.context.span_id]
     assert [s.name for s in queued] == ["attnmt.queue"], "it never left the queue"
