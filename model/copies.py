@@ -22,7 +22,8 @@ from pathlib import Path
 
 # A plain lower-case or capitalised word (not README or HEAD), not part of a placeholder
 # (%s, $VAR, {name}, <tag>), an option (--name) or a path (a/b, file.c).
-WORD = re.compile(r"(?<![\w%$<{\\/.-])[A-Za-z][a-z]{2,}(?![\w}>/.-])")
+BEFORE, AFTER = r"(?<![\w%$<{\\/.-])", r"(?![\w}>/.-])"
+WORD = re.compile(BEFORE + r"[A-Za-z][a-z]{2,}" + AFTER)
 
 
 def shared_words(source: str, target: str) -> list[str]:
@@ -51,11 +52,12 @@ def _styled(word: str, like: str) -> str:
     return word
 
 
-def copy_variants(pairs: list[tuple[str, str]], share: float, seed: int = 2026) -> list[tuple[str, str]]:
+def copy_variants(pairs: list[tuple[str, str]], share: float, seed: int = 2026,
+                  pool: list[str] | None = None) -> list[tuple[str, str]]:
     """For `share` of the pairs that share a word verbatim, the pair with one such word
-    replaced on both sides by a word of the foreign pool."""
+    replaced on both sides by a word of the foreign pool (`foreign_pool(pairs)` unless given)."""
     rng = random.Random(seed)
-    pool = foreign_pool(pairs)
+    pool = foreign_pool(pairs) if pool is None else pool
     out = []
     for source, target in pairs:
         words = shared_words(source, target)
@@ -63,7 +65,7 @@ def copy_variants(pairs: list[tuple[str, str]], share: float, seed: int = 2026) 
             continue
         word = rng.choice(words)
         new = _styled(rng.choice(pool), word)
-        whole = re.compile(rf"(?<![\w%$<{{\\/.-]){re.escape(word)}(?![\w}}>/.-])")
+        whole = re.compile(BEFORE + re.escape(word) + AFTER)
         out.append((whole.sub(new, source), whole.sub(new, target)))
     return out
 
@@ -73,12 +75,13 @@ def write_copies(out_dir: Path, data_dir: Path, share: float, seed: int = 2026) 
     `attnmt data mix` takes dev from the corpora themselves)."""
     from .data import corpus_files, read_parallel
     pairs = list(read_parallel(*corpus_files(data_dir, "train", "es", "en")))
-    variants = copy_variants(pairs, share, seed)
+    pool = foreign_pool(pairs)
+    variants = copy_variants(pairs, share, seed, pool)
     out_dir.mkdir(parents=True, exist_ok=True)
     for lang, column in (("es", 0), ("en", 1)):
         (out_dir / f"train.{lang}").write_text("".join(p[column] + "\n" for p in variants), encoding="utf-8")
         (out_dir / f"dev.{lang}").write_text("", encoding="utf-8")
-    counts = {"train": len(variants), "from": len(pairs), "pool": len(foreign_pool(pairs))}
+    counts = {"train": len(variants), "from": len(pairs), "pool": len(pool)}
     (out_dir / "counts.json").write_text(json.dumps(counts, indent=2) + "\n")
     (out_dir / "DATA_CARD.md").write_text(
         f"# Data card: copy variants of `{data_dir}`\n\n{len(variants)} pairs made from {len(pairs)} training pairs "

@@ -52,23 +52,13 @@ def word_groups(pieces: list[str]) -> list[list[int]]:
     return merged
 
 
-def _starts(groups: list[list[int]], n: int) -> np.ndarray | None:
-    """Each group's first index when the groups are runs covering 0..n-1 in order, else None."""
-    if [i for g in groups for i in g] != list(range(n)):
-        return None
-    return np.array([g[0] for g in groups])
-
-
 def aggregate_to_words(alpha: np.ndarray, source_groups: list[list[int]], target_groups: list[list[int]]) -> np.ndarray:
     """alpha: target pieces x source pieces -> target words x source words (sum over a
-    word's source pieces, mean over its target pieces)."""
-    src, tgt = _starts(source_groups, alpha.shape[1]), _starts(target_groups, alpha.shape[0])
-    if src is None or tgt is None or not len(src) or not len(tgt):
-        columns = np.stack([alpha[:, g].sum(axis=1) for g in source_groups], axis=1)   # T_pieces x S_words
-        return np.stack([columns[g].mean(axis=0) for g in target_groups], axis=0)      # T_words x S_words
-    # word groups are runs of pieces: one reduceat per axis instead of a sum per word (the
-    # server builds this for every hypothesis it returns with word alignments)
-    sizes = np.diff(np.r_[tgt, alpha.shape[0]]).astype(alpha.dtype)
+    word's source pieces, mean over its target pieces). Groups are `word_groups`: runs of
+    consecutive pieces covering them all, so one reduceat per axis does it (the server
+    builds this for every hypothesis it returns with word alignments)."""
+    src, tgt = [g[0] for g in source_groups], [g[0] for g in target_groups]
+    sizes = np.array([len(g) for g in target_groups], dtype=alpha.dtype)
     return np.add.reduceat(np.add.reduceat(alpha, src, axis=1), tgt, axis=0) / sizes[:, None]
 
 

@@ -147,7 +147,7 @@ class Engine:
         if device == "cpu":
             return ["CPUExecutionProvider"]
         if device == "openvino":
-            return ["OpenVINOExecutionProvider", "CPUExecutionProvider"]
+            return [_OPENVINO, "CPUExecutionProvider"]
         if device != "cuda":
             raise ModelLoadError(f"device must be 'cpu', 'cuda' or 'openvino', not {device!r}")
         if hasattr(ort, "preload_dlls"):
@@ -183,7 +183,7 @@ class Engine:
         if self.providers[0] not in got:
             # ORT falls back to CPU silently when CUDA cannot load: refuse instead.
             if self._openvino is not None:
-                raise ModelLoadError(f"{graph}: asked for OpenVINOExecutionProvider but ONNX Runtime gave {got}")
+                raise ModelLoadError(f"{graph}: asked for {_OPENVINO} but ONNX Runtime gave {got}")
             raise ModelLoadError(f"{graph}: asked for {self.providers[0]} but ONNX Runtime gave {got}; "
                                  "check the CUDA driver, CUDA 12/13 and cuDNN 9 libraries "
                                  "(pip install 'onnxruntime-gpu[cuda,cudnn]'), or set device=cpu")
