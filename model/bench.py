@@ -137,14 +137,16 @@ APERTIUM_MISSING = "apertium is not installed (apt-get install apertium apertium
 
 class TimedEngine:
     """An Engine whose `encode` and `step` calls are timed; everything else passes through.
-    The time inside them is ONNX Runtime plus building its feeds (a dict, a few small arrays)."""
+    The time inside them is ONNX Runtime plus building its feeds (a dict, a few small arrays,
+    and for beam rows their memory copies, `row_memory`, which the step graph gathered itself
+    before; also reported on their own)."""
 
     def __init__(self, engine: Engine):
         self._engine = engine
         self.reset()
 
     def reset(self) -> None:
-        self.encode_seconds = self.step_seconds = 0.0
+        self.encode_seconds = self.step_seconds = self.row_memory_seconds = 0.0
         self.steps = self.rows = 0
 
     def __getattr__(self, name: str):
@@ -156,6 +158,14 @@ class TimedEngine:
             return self._engine.encode(sources)
         finally:
             self.encode_seconds += time.perf_counter() - start
+
+    def row_memory(self, *args):
+        start = time.perf_counter()     # the step's memory feeds for beam rows (slots.RowMemory)
+        try:
+            return self._engine.row_memory(*args)
+        finally:
+            self.step_seconds += time.perf_counter() - start
+            self.row_memory_seconds += time.perf_counter() - start
 
     def step(self, prev_tokens, *args, **kwargs):
         start = time.perf_counter()
@@ -252,7 +262,8 @@ def _in_process(model_dir: Path, texts: list[str], repeats: int, beam: int) -> d
             start = time.perf_counter()
             translator.translate(texts, options)
             runs[name].append({"seconds": time.perf_counter() - start, "encode_s": engine.encode_seconds,
-                               "step_s": engine.step_seconds, "steps": engine.steps, "rows": engine.rows})
+                               "step_s": engine.step_seconds, "steps": engine.steps, "rows": engine.rows,
+                               "row_memory_s": engine.row_memory_seconds})
     report: dict = {}
     median_run = {name: sorted(timings, key=lambda r: r["seconds"])[(len(timings) - 1) // 2]
                   for name, timings in runs.items()}
@@ -263,6 +274,7 @@ def _in_process(model_dir: Path, texts: list[str], repeats: int, beam: int) -> d
         report[name] = {"sentences_per_s": round(len(texts) / wall, 1), "median_s": round(wall, 3),
                         "encoder_share": round(run["encode_s"] / wall, 3),
                         "step_share": round(run["step_s"] / wall, 3), "host_share": round(host / wall, 3),
+                        "row_memory_share": round(run["row_memory_s"] / wall, 3),
                         "steps": run["steps"], "mean_rows_per_step": round(run["rows"] / max(run["steps"], 1), 1),
                         "seconds": [round(r["seconds"], 3) for r in timings]}
     report["ratio"] = round(median_run["greedy"]["seconds"] / median_run[f"beam{beam}"]["seconds"], 3)  # of sent./s
@@ -306,7 +318,8 @@ def format_offline(report: dict) -> str:
               "|---|---:|---:|---:|",
               f"| sentences/s | {greedy['sentences_per_s']} | {beamed['sentences_per_s']} | {inp['ratio']} |"]
     for key, label in (("encoder_share", "share of time in `engine.encode` (ORT)"),
-                       ("step_share", "share of time in `engine.step` (ORT)"),
+                       ("step_share", "share of time in `engine.step` (ORT and its feeds)"),
+                       ("row_memory_share", "of which beam rows' memory copies (feeds)"),
                        ("host_share", "share of time in host-side search"),
                        ("mean_rows_per_step", "mean rows per decoder step")):
         lines.append(f"| {label} | {greedy[key]} | {beamed[key]} | |")

@@ -13,10 +13,11 @@ in one vectorised assignment, beam sentences are merged together by
 finished hypothesis is a slice. The only Python loops are over sentences that
 finish and over beam sentences when their rows are reassigned.
 
-Beam size 1 is greedy search; beam rows of one sentence share its attention
-memory, attended through a row -> sentence index (`decoder_step_shared`).
-When every sentence has one row, rows and memory slots coincide and the
-cheaper `decoder_step` graph runs without that gather.
+Beam size 1 is greedy search. When every sentence has one row, rows and
+memory slots coincide and `decoder_step` reads the memory as it is. Beam rows
+of one sentence share its attention memory: on the host each row reads a copy
+kept across steps (`slots.RowMemory`), with IO binding the memory stays on the
+device and `decoder_step_shared` gathers it through a row -> sentence index.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from .engine import Engine
 from .errors import InvalidInput
 from .search import select_beams
 from .shortlist import union_bias
-from .slots import Memory, Rows
+from .slots import Memory, RowMemory, Rows
 
 GREEDY, FORCED, BEAM = 0, 1, 2
 # The shortlist graph runs while the batch's candidate sets add up to at most this share of the
@@ -140,6 +141,7 @@ class DecodeBatch:
         self.rows: Rows | None = None
         self._owner: list[Search | None] = []     # row -> its sentence
         self._device_memory: tuple | None = None  # (version, OrtValues) with IO binding
+        self._row_memory = RowMemory()            # beam rows' memory, without IO binding
         self._choice: tuple | None = None         # (memory version, candidates, bias per memory slot)
         self._masks: dict[int, np.ndarray] = {}   # search id -> its shortlist as a bias over the vocabulary
 
@@ -275,8 +277,12 @@ class DecodeBatch:
         if rows.n == memory.n:          # one row per sentence: the direct graph, row r -> slot r
             if not np.array_equal(rows.slot[:rows.n], np.arange(rows.n)):
                 self._align_rows_to_slots()
-        else:
+            step_memory = self._memory()
+        elif engine.io_binding:         # the memory stays on the device: the graph gathers it there
             memory_index = rows.slot[:rows.n].copy()
+            step_memory = self._memory()
+        else:                           # on the host: the rows' copies, kept across steps
+            step_memory = engine.row_memory(self._row_memory, memory, rows.slot[:rows.n])
         R = rows.n
         kinds, limits = rows.kind[:R], rows.limit[:R]                      # R, R
         # Only beam and forced sentences need a per-sentence look each step.
@@ -289,7 +295,7 @@ class DecodeBatch:
                 forced_next[s.rows[0]] = s.forced[s.steps]
         candidates, slot_bias = self._vocabulary()
         bias = None if slot_bias is None else slot_bias[rows.slot[:R]]   # R x C (or V)
-        out = engine.step(rows.prev[:R], {n: a[:R] for n, a in rows.state.items()}, self._memory(), k,
+        out = engine.step(rows.prev[:R], {n: a[:R] for n, a in rows.state.items()}, step_memory, k,
                           forced_next, memory_index, vocab_bias=bias, candidates=candidates)
 
         t = rows.steps[:R].copy()                                          # R: where this step writes

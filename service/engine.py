@@ -22,6 +22,7 @@ from .errors import ModelLoadError
 from .manifest import (DECODER_INPUTS, DECODER_OUTPUTS, ENCODER_INPUTS, ENCODER_OUTPUTS, SHARED_DECODER_INPUTS,
                        SHARED_SHORTLIST_DECODER_INPUTS, SHORTLIST_DECODER_INPUTS, Manifest, load_manifest)
 from .shortlist import Shortlist
+from .slots import Memory, RowMemory
 from .tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
@@ -211,6 +212,14 @@ class Engine:
         uploads the attention memory once and reuses it until sentences join or
         leave, instead of copying annotations host -> device at each step."""
         return tuple(ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(x), self.device, 0) for x in arrays)
+
+    @staticmethod
+    def row_memory(copies: RowMemory, memory: Memory, slots: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The step's memory feeds when rows outnumber sentences (beams) and the memory
+        lives on the host: row r's copy of memory slot slots[r], kept across steps
+        (`slots.RowMemory`), for the direct graph; with IO binding the shared graph
+        gathers on the device instead."""
+        return copies.view(memory, slots)
 
     def step(self, prev_tokens: np.ndarray, state: dict[str, np.ndarray], memory: tuple, k: int,
              forced_tokens: np.ndarray, memory_index: np.ndarray | None = None,

@@ -49,6 +49,8 @@ def test_bench_offline(tiny_model, data, capsys, tmp_path):
         run = report["in_process"][name]
         assert positive(run["sentences_per_s"], run["steps"], run["mean_rows_per_step"], run["step_share"])
         assert run["encoder_share"] + run["step_share"] + run["host_share"] == pytest.approx(1, abs=0.01)
+        assert 0 <= run["row_memory_share"] <= run["step_share"]
+    assert report["in_process"]["beam3"]["row_memory_share"] > 0 == report["in_process"]["greedy"]["row_memory_share"]
     assert positive(report["in_process"]["ratio"])
     assert [t["goal"] for t in report["targets"]] == ["≥ 0.5", "≥ 0.3", "≤ 0.1"]
     assert all(isinstance(t["met"], bool) for t in report["targets"][1:])

@@ -9,6 +9,7 @@ from attnmt.service.alignment import aggregate_to_words, hard_pairs, word_groups
 from attnmt.service.decoding import BEAM, FORCED, DecodeBatch, Search, SearchOptions, decode_all
 from attnmt.service.engine import Engine
 from attnmt.service.errors import InvalidInput
+from attnmt.service.slots import RowMemory
 from attnmt.service.translator import Translator
 
 from conftest import markov_model, synthetic_corpus
@@ -76,6 +77,40 @@ def test_slot_arrays_grow_and_compact_without_changing_results(engine, translato
         assert [h.text for h in got.hypotheses] == [h.text for h in w.hypotheses]
         for a, b in zip(got.hypotheses, w.hypotheses):
             assert abs(a.score - b.score) < 1e-5 and np.abs(a.alignment - b.alignment).max() < 1e-5
+
+
+def test_beam_rows_read_their_own_sentences_memory_at_every_step(engine, translator, monkeypatch):
+    """Beam rows' copies of their sentences' memory (slots.RowMemory), kept across steps,
+    equal a fresh gather at every step while beams open and narrow, sentences of mixed
+    searches join and leave, and the memory grows and shrinks."""
+    original, seen = RowMemory.view, {"steps": 0, "lengths": set()}
+
+    def checked_view(self, memory, slots):
+        got = original(self, memory, slots)
+        for copy, array in zip(got, (memory.annotations, memory.keys, memory.mask)):
+            assert np.array_equal(copy, array[slots])
+        seen["steps"] += 1
+        seen["lengths"].add(memory.length)
+        return got
+
+    monkeypatch.setattr(RowMemory, "view", checked_view)
+    batch = DecodeBatch(engine)
+    # The longest leaves at step 12 (the memory shrinks), LONG's beam at step 3 while the
+    # longest holds the length (rows of shorter sentences move into its rows).
+    plan = [(LONG + " " + LONG, SearchOptions(max_length_ratio=0.01, max_length_extra=12)),
+            (LONG, SearchOptions(beam_size=2, max_length_ratio=0.01, max_length_extra=3)),
+            (SHORT, SearchOptions(beam_size=4, n_best=2)), ("gato .", SearchOptions(beam_size=3)),
+            ("sola amas luna granda .", SearchOptions(beam_size=4, n_best=4))]
+    searches = [translator.search(text, options) for text, options in plan]
+    batch.add(searches[:3])
+    batch.step()
+    batch.add(searches[3:4])
+    for _ in range(4):
+        batch.step()
+    batch.add(searches[4:])
+    while len(batch):
+        batch.step()
+    assert seen["steps"] > 10 and len(seen["lengths"]) > 1     # the memory shrank (or grew) on the way
 
 
 def test_io_binding_path_gives_the_same_answers(tiny_model, translator):
