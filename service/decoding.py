@@ -98,8 +98,8 @@ class Search:
     def src_len(self) -> int:
         return len(self.source)
 
-    @property
-    def kind(self) -> int:
+    @cached_property
+    def kind(self) -> int:          # read for every sentence at every step
         if self.forced is not None:
             return FORCED
         return GREEDY if self.options.beam_size == 1 else BEAM
@@ -309,7 +309,7 @@ class DecodeBatch:
             rows.state[name][:R] = value
 
         finished: list[Search] = []
-        absent = {GREEDY, FORCED} - {s.kind for s in self.searches}     # a batch of beams has neither
+        absent = {GREEDY, FORCED} if len(beams) == len(self.searches) else ()  # a batch of beams has neither
         for kind, tokens, log_probs in ((GREEDY, out.topk_ids[:, 0], out.topk_log_probs[:, 0]),
                                         (FORCED, forced_next, out.forced_log_probs)):
             if kind in absent:
@@ -353,9 +353,9 @@ class DecodeBatch:
         rows, eos = self.rows, self.engine.eos_id
         width = max(len(s.rows) for s in beams)
         matrix = np.array([s.rows + [-1] * (width - len(s.rows)) for s in beams], dtype=np.int64)   # B x W
-        sizes = np.array([s.options.beam_size for s in beams])
-        open_places = sizes - np.array([len(s.finished) for s in beams])
-        last = np.array([s.steps >= s.max_length for s in beams])
+        sizes, open_places, last = np.array([(s.options.beam_size, s.options.beam_size - len(s.finished),
+                                              s.steps >= s.max_length) for s in beams], dtype=np.int64).T
+        last = last.astype(bool)
         choice = select_beams(matrix, rows.score, out.topk_ids, out.topk_log_probs, sizes, open_places, last, eos)
 
         finished: list[Search] = []
@@ -370,18 +370,25 @@ class DecodeBatch:
         parents = choice.parent[b, c]
         parent_list = parents.tolist()
         counts = going.sum(axis=1).tolist()
+        # Rows belong to one sentence each, so a parent chosen twice is a sentence's own
+        # (a parent with two children); a sentence without one that keeps its width keeps
+        # its rows, each child in its parent's row (the usual step), with no _assign.
+        shared = np.bincount(b[(np.bincount(parents, minlength=rows.n) > 1)[parents]], minlength=len(beams))
         dst: list[int] = []
         freed: list[int] = []
         start = 0
         for i, search in enumerate(beams):
             width, old = counts[i], search.rows
-            if width > len(old):                             # the beam opens: new rows
-                rows.reserve(rows.n + width - len(old), rows.max_steps, rows.length)
-                new = rows.add(width - len(old)).tolist()
-                for r in new:
-                    self._set_owner(r, search)
-                old = old + new
-            mine, spare = self._assign(parent_list[start:start + width], old)
+            if width == len(old) and not shared[i]:
+                mine, spare = parent_list[start:start + width], ()
+            else:
+                if width > len(old):                         # the beam opens: new rows
+                    rows.reserve(rows.n + width - len(old), rows.max_steps, rows.length)
+                    new = rows.add(width - len(old)).tolist()
+                    for r in new:
+                        self._set_owner(r, search)
+                    old = old + new
+                mine, spare = self._assign(parent_list[start:start + width], old)
             start += width
             search.rows = mine
             freed += spare

@@ -38,11 +38,10 @@ def select_beams(row_matrix: np.ndarray, row_scores: np.ndarray, topk_ids: np.nd
     K = int(beam_sizes.max())
     valid = row_matrix >= 0                                             # B x W
     rows = np.where(valid, row_matrix, 0)
-    candidates = row_scores[rows][:, :, None] + topk_log_probs[rows][:, :, :K]   # B x W x K
-    out = ~valid[:, :, None]                                            # B x W x 1: padding rows
+    scores = np.where(valid, row_scores[rows], -np.inf)                 # B x W: padding rows -inf
+    candidates = scores[:, :, None] + topk_log_probs[rows][:, :, :K]    # B x W x K
     if (beam_sizes < K).any():                                          # ranks beyond a narrower beam
-        out = out | (np.arange(K)[None, None, :] >= beam_sizes[:, None, None])
-    candidates[np.broadcast_to(out, candidates.shape)] = -np.inf
+        candidates = np.where(np.arange(K)[None, None, :] < beam_sizes[:, None, None], candidates, -np.inf)
     flat = candidates.reshape(B, W * K)                                 # B x W*K
     order = np.argsort(-flat, axis=1, kind="stable")[:, :K]             # B x K, best first
     sentence = np.arange(B)[:, None]                                    # B x 1 (plain indexing: cheaper
@@ -53,4 +52,4 @@ def select_beams(row_matrix: np.ndarray, row_scores: np.ndarray, topk_ids: np.nd
     log_prob = topk_log_probs[parent, rank]
     keep = (np.arange(K)[None, :] < open_places[:, None]) & np.isfinite(score)
     ends = keep & ((token == eos) | last_step[:, None])
-    return BeamChoice(parent, token, log_prob.astype(np.float32), score, keep, ends)
+    return BeamChoice(parent, token, log_prob.astype(np.float32, copy=False), score, keep, ends)

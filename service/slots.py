@@ -184,9 +184,10 @@ class Rows:
 
     def copy(self, dst: np.ndarray, src: np.ndarray, steps: np.ndarray, lengths: np.ndarray) -> None:
         """Rows `dst` become copies of rows `src` (a beam's children of their parents): the
-        per-row arrays, and each pair's first `steps` entries of history, α over its sentence's
-        first `lengths` source positions (nothing reads α beyond a row's source)."""
-        for array in self._row_arrays():
+        state and what the sentence fixes (slot, kind, limit; prev, score and steps are the
+        caller's to set), and each pair's first `steps` entries of history, α over its
+        sentence's first `lengths` source positions (nothing reads α beyond a row's source)."""
+        for array in self._inherited():
             array[dst] = array[src]
         longest = int(steps.max())
         self.tokens[dst, :longest] = self.tokens[src, :longest]
@@ -218,6 +219,10 @@ class Rows:
             array[:n, :used] = array[order, :used]
         for array in self._row_arrays():
             array[:n] = array[order]
+
+    def _inherited(self) -> list[np.ndarray]:
+        """What a beam's child takes from its parent; the caller sets prev, score and steps."""
+        return [self.slot, self.kind, self.limit, *self.state.values()]
 
     def _row_arrays(self) -> list[np.ndarray]:
         return [getattr(self, name) for name in self._PER_ROW] + list(self.state.values())
