@@ -83,6 +83,11 @@ class Settings(BaseSettings):
     max_queue_delay_ms: float | None = Field(None, ge=0, le=10_000, description="wait this long for more "
                                              "sentences before starting a step on an idle batch (unset: 0 "
                                              "with continuous batching, 2 with request-level)")
+    min_joiners: int = Field(4, ge=1, description="a running batch at least half full takes waiting sentences "
+                                                  "once this many wait and have rows, so the encoder runs them "
+                                                  "together (1: at every step)")
+    max_join_delay_ms: float = Field(10.0, ge=0, le=10_000, description="the longest a sentence waits for "
+                                                                     "min_joiners company before it joins")
     max_queue: int = Field(1024, ge=1, description="sentences waiting for admission; beyond it RESOURCE_EXHAUSTED")
     retry_after_seconds: float = Field(0.5, gt=0, description="retry hint (RetryInfo) sent with RESOURCE_EXHAUSTED "
                                                               "while refusals are few")

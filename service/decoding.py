@@ -41,6 +41,34 @@ GREEDY, FORCED, BEAM = 0, 1, 2
 UNION_SHARE = 0.25
 
 
+# The encoder's cost, measured on 2 cores (bundled model): about one call overhead per call
+# plus a constant per padded source piece (every row runs to the longest), the overhead worth
+# about this many padded pieces.
+ENCODER_CALL_PIECES = 48
+ENCODER_MAX_ROWS = 64
+
+
+def encoder_chunks(lengths: list[int]) -> list[slice]:
+    """Split sentences sorted longest first into encoder calls of consecutive sentences
+    that minimise ENCODER_CALL_PIECES per call plus the padded pieces (rows x longest),
+    at most ENCODER_MAX_ROWS a call. Exact, by dynamic programming over the split points
+    (a few thousand additions for 128 sentences): one call over a file's first 128
+    verses padded 46 % of its pieces, the long tail against the rest."""
+    n = len(lengths)
+    best = [0] + [float("inf")] * n            # best[j]: cost of the first j sentences
+    split = [0] * (n + 1)
+    for j in range(1, n + 1):
+        for i in range(max(0, j - ENCODER_MAX_ROWS), j):
+            cost = best[i] + ENCODER_CALL_PIECES + (j - i) * lengths[i]   # lengths[i]: the chunk's longest
+            if cost < best[j]:
+                best[j], split[j] = cost, i
+    chunks, j = [], n
+    while j:
+        chunks.append(slice(split[j], j))
+        j = split[j]
+    return chunks[::-1]
+
+
 @dataclass(frozen=True)
 class SearchOptions:
     beam_size: int = 1            # 1: greedy
@@ -159,15 +187,16 @@ class DecodeBatch:
     # --- joining and leaving ---------------------------------------------------
 
     def encode(self, searches: list[Search]) -> None:
-        """Encode sentences (one encoder call) ahead of joining; `add` skips them then."""
-        todo = [s for s in searches if s.encoded is None]
-        if not todo:
-            return
-        encoded = self.engine.encode([s.source for s in todo])
-        for i, search in enumerate(todo):
-            n = search.src_len
-            state = {name: value[i] for name, value in encoded.init_state.items()}
-            search.encoded = (encoded.annotations[i, :n], encoded.keys[i, :n], state)
+        """Encode sentences ahead of joining (`add` skips them then), in as few encoder
+        calls as pay: sentences of similar length together (`encoder_chunks`)."""
+        todo = sorted((s for s in searches if s.encoded is None), key=lambda s: -s.src_len)
+        for chunk in encoder_chunks([s.src_len for s in todo]):
+            group = todo[chunk]
+            encoded = self.engine.encode([s.source for s in group])
+            for i, search in enumerate(group):
+                n = search.src_len
+                state = {name: value[i] for name, value in encoded.init_state.items()}
+                search.encoded = (encoded.annotations[i, :n], encoded.keys[i, :n], state)
 
     def add(self, searches: list[Search]) -> None:
         """Let sentences join at the next step (encoding those not encoded yet)."""

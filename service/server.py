@@ -64,6 +64,7 @@ class Server:
                                 shortlist=s.shortlist)
         limits = SchedulerLimits(max_batch_rows=s.max_batch_rows, max_batch_tokens=s.max_batch_tokens,
                                  max_queue=s.max_queue, max_queue_delay=s.queue_delay_seconds,
+                                 min_joiners=s.min_joiners, max_join_delay=s.max_join_delay_ms / 1000,
                                  retry_after=s.retry_after_seconds, continuous=s.batching == "continuous")
         for model_dir in s.models:
             engine = Engine(model_dir, options)

@@ -39,6 +39,8 @@ class SchedulerLimits:
     max_batch_tokens: int = 8192      # rows x longest source in a step
     max_queue: int = 1024
     max_queue_delay: float = 0.002    # seconds an idle worker waits for more sentences
+    min_joiners: int = 1              # a running batch (half full or more) takes joiners this many at a time
+    max_join_delay: float = 0.0       # seconds a waiting sentence waits for that company at most
     retry_after: float = 0.5
     continuous: bool = True
 
@@ -95,6 +97,7 @@ class DecodeWorker:
         self._waiting = FairQueue()
         self._jobs: dict[int, Job] = {}    # search id -> job, for sentences in the batch
         self._held: list[Job] = []         # request-level mode: done, answered when the batch ends
+        self._deferred_since: float | None = None   # when sentences first waited for joining company
         self._stopping = False
         self.steps = 0
         self.rows = 0                      # rows over all steps (Job.rows is a difference of these)
@@ -171,7 +174,7 @@ class DecodeWorker:
                 # An idle batch waits briefly so that concurrent arrivals share the first step.
                 self._cond.wait(self.limits.max_queue_delay)
             results = self._drop_dead()
-            joining = self._admit()
+            joining = [] if self._defer_joining() else self._admit()
             self.metrics.queue_depth.set(len(self._waiting))
         if results:
             self._deliver(results)
@@ -198,6 +201,26 @@ class DecodeWorker:
         job.cancelled = True
         self.metrics.rejected.labels("deadline_exceeded").inc()
         return [(job, DeadlineExceeded("deadline exceeded before the translation finished"))]
+
+    def _defer_joining(self) -> bool:
+        """Whether waiting sentences wait one more step for company. The encoder costs about
+        1.5x as much per sentence alone as among several (docs/benchmarks.md), and at full
+        load a batch frees one or two rows a step; so while the batch is at least half full
+        and fewer than `min_joiners` sentences could join, they wait, up to `max_join_delay`
+        after the first of them could have joined."""
+        limits = self.limits
+        could = min(len(self._waiting), limits.max_batch_rows - self.batch.n_rows)
+        if (limits.min_joiners <= 1 or not could or could >= limits.min_joiners or not self._jobs
+                or 2 * self.batch.n_rows < limits.max_batch_rows):
+            self._deferred_since = None
+            return False
+        now = time.monotonic()
+        if self._deferred_since is None:
+            self._deferred_since = now
+        if now - self._deferred_since >= limits.max_join_delay:
+            self._deferred_since = None
+            return False
+        return True
 
     def _admit(self) -> list[Job]:
         """Waiting sentences that fit in the next step's row and token budgets, chosen

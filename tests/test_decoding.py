@@ -113,6 +113,32 @@ def test_beam_rows_read_their_own_sentences_memory_at_every_step(engine, transla
     assert seen["steps"] > 10 and len(seen["lengths"]) > 1     # the memory shrank (or grew) on the way
 
 
+def test_encoder_chunks_are_the_cheapest_split(monkeypatch):
+    """Encoder calls cover every sentence once, in order, at most ENCODER_MAX_ROWS each, and
+    cost no more (per-call overhead plus padded pieces) than any other split: checked
+    against every split of small random inputs, and the long tail gets its own call."""
+    import itertools
+    import random
+    from attnmt.service import decoding
+
+    def cost(lengths, cuts):
+        bounds = [0, *cuts, len(lengths)]
+        return sum(decoding.ENCODER_CALL_PIECES + (b - a) * lengths[a] for a, b in zip(bounds, bounds[1:]))
+
+    rng = random.Random(3)
+    monkeypatch.setattr(decoding, "ENCODER_MAX_ROWS", 4)
+    for _ in range(200):
+        lengths = sorted((rng.randint(1, 120) for _ in range(rng.randint(1, 9))), reverse=True)
+        chunks = decoding.encoder_chunks(lengths)
+        assert [i for c in chunks for i in range(c.start, c.stop)] == list(range(len(lengths)))
+        assert all(0 < c.stop - c.start <= 4 for c in chunks)
+        allowed = [cuts for r in range(len(lengths)) for cuts in itertools.combinations(range(1, len(lengths)), r)
+                   if all(b - a <= 4 for a, b in zip([0, *cuts], [*cuts, len(lengths)]))]
+        assert cost(lengths, [c.start for c in chunks[1:]]) == min(cost(lengths, cuts) for cuts in allowed)
+    monkeypatch.setattr(decoding, "ENCODER_MAX_ROWS", 64)
+    assert [c.stop - c.start for c in decoding.encoder_chunks([121, 100] + [40] * 60)][-1] == 60
+
+
 def test_io_binding_path_gives_the_same_answers(tiny_model, translator):
     """The IO-binding path (used on CUDA, where the attention memory stays on the
     device between steps) runs here on the CPU provider and must agree exactly."""

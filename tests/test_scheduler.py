@@ -142,6 +142,37 @@ def test_full_queue_refuses_and_close_fails_what_is_left(translator):
     assert all(isinstance(o, Unavailable) or o.done for o in outcomes)
 
 
+def test_a_busy_batch_takes_joiners_together_or_after_the_delay(translator):
+    """A batch at least half full lets waiting sentences join `min_joiners` at a time (one
+    encoder call for them), and a sentence left alone joins once `max_join_delay` passed."""
+    target = " ".join(["peru amas mesa roja ."] * 15)          # forced rows: 240 steps
+
+    async def main(max_join_delay):
+        scheduler = await started(translator, max_batch_rows=8, min_joiners=3, max_join_delay=max_join_delay)
+        busy = scheduler.submit([translator.search(SHORT, SearchOptions(), target=target) for _ in range(5)], None)
+        while scheduler.worker.steps < 2:
+            await asyncio.sleep(0.001)
+        first, = scheduler.submit([translator.search(SHORT, SearchOptions())], None)
+        seen = scheduler.worker.steps
+        while scheduler.worker.steps < seen + 20 and max_join_delay > 1:
+            await asyncio.sleep(0.001)
+        alone_after_20_steps = first.joined is None
+        others = [] if max_join_delay < 1 else scheduler.submit(
+            [translator.search(t, SearchOptions()) for t in ("gato .", "sola amas luna .")], None)
+        await asyncio.gather(*(j.future for j in [first, *others]))
+        for job in busy:
+            scheduler.cancel([job])
+            job.future.cancel()
+        await scheduler.close()
+        return alone_after_20_steps, first, others
+
+    alone, first, others = run(main(max_join_delay=60.0))
+    assert alone and first.joined == others[0].joined == others[1].joined
+    _, first, _ = run(main(max_join_delay=0.005))
+    assert first.joined - first.enqueued >= 0.005
+    assert first.rows >= 6 * first.steps           # it joined the busy batch (5 rows), not an empty one
+
+
 def test_mixed_greedy_beam_and_forced_sentences_share_steps(translator):
     texts = [s for s, _ in synthetic_corpus(12, seed=4)]
     greedy_want = [t.best.text for t in translator.translate(texts)]
