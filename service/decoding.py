@@ -170,6 +170,7 @@ class DecodeBatch:
         self._owner: list[Search | None] = []     # row -> its sentence
         self._device_memory: tuple | None = None  # (version, OrtValues) with IO binding
         self._row_memory = RowMemory()            # beam rows' memory, without IO binding
+        self._kinds: tuple | None = None          # _by_kind's answer until sentences join or leave
         self._choice: tuple | None = None         # (memory version, candidates, bias per memory slot)
         self._masks: dict[int, np.ndarray] = {}   # search id -> its shortlist as a bias over the vocabulary
 
@@ -222,10 +223,12 @@ class DecodeBatch:
             search.rows = [int(row)]
             self._set_owner(row, search)
         self.searches.extend(searches)
+        self._kinds = None
 
     def remove(self, search: Search) -> None:
         """Drop a sentence before the next step (cancelled or expired)."""
         self.searches.remove(search)
+        self._kinds = None
         self._release([search])
 
     def _set_owner(self, row: int, search: Search | None) -> None:
@@ -314,14 +317,10 @@ class DecodeBatch:
             step_memory = engine.row_memory(self._row_memory, memory, rows.slot[:rows.n])
         R = rows.n
         kinds, limits = rows.kind[:R], rows.limit[:R]                      # R, R
-        # Only beam and forced sentences need a per-sentence look each step.
-        special = [s for s in self.searches if s.kind != GREEDY] if (kinds != GREEDY).any() else []
-        beams = [s for s in special if s.kind == BEAM]
-        k = max((s.options.beam_size for s in beams), default=1)
+        special, beams, forced, k = self._by_kind() if (kinds != GREEDY).any() else ((), (), (), 1)
         forced_next = np.zeros(R, dtype=np.int64)                          # R
-        for s in special:
-            if s.kind == FORCED:
-                forced_next[s.rows[0]] = s.forced[s.steps]
+        for s in forced:
+            forced_next[s.rows[0]] = s.forced[s.steps]
         candidates, slot_bias = self._vocabulary()
         bias = None if slot_bias is None else slot_bias[rows.slot[:R]]   # R x C (or V)
         out = engine.step(rows.prev[:R], {n: a[:R] for n, a in rows.state.items()}, step_memory, k,
@@ -367,8 +366,19 @@ class DecodeBatch:
         if finished:
             done = {s.id for s in finished}
             self.searches = [s for s in self.searches if s.id not in done]
+            self._kinds = None
             self._release(finished)
         return finished
+
+    def _by_kind(self) -> tuple[list[Search], list[Search], list[Search], int]:
+        """(beam and forced sentences, beam ones, forced ones, the largest beam): only these
+        need a per-sentence look at each step; worked out again when sentences join or leave."""
+        if self._kinds is None:
+            special = [s for s in self.searches if s.kind != GREEDY]
+            beams = [s for s in special if s.kind == BEAM]
+            self._kinds = (special, beams, [s for s in special if s.kind == FORCED],
+                           max((s.options.beam_size for s in beams), default=1))
+        return self._kinds
 
     def _align_rows_to_slots(self) -> None:
         """After beam sentences left, put row i back on memory slot i (the direct graph's layout)."""
