@@ -164,8 +164,9 @@ class TimedEngine:
         try:
             return self._engine.row_memory(*args)
         finally:
-            self.step_seconds += time.perf_counter() - start
-            self.row_memory_seconds += time.perf_counter() - start
+            elapsed = time.perf_counter() - start
+            self.step_seconds += elapsed
+            self.row_memory_seconds += elapsed
 
     def step(self, prev_tokens, *args, **kwargs):
         start = time.perf_counter()

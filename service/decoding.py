@@ -337,14 +337,12 @@ class DecodeBatch:
             rows.state[name][:R] = value
 
         finished: list[Search] = []
-        absent = {GREEDY, FORCED} if len(beams) == len(self.searches) else ()  # a batch of beams has neither
-        for kind, tokens, log_probs in ((GREEDY, out.topk_ids[:, 0], out.topk_log_probs[:, 0]),
-                                        (FORCED, forced_next, out.forced_log_probs)):
-            if kind in absent:
+        for kind, present, tokens, log_probs in (
+                (GREEDY, len(special) < len(self.searches), out.topk_ids[:, 0], out.topk_log_probs[:, 0]),
+                (FORCED, bool(forced), forced_next, out.forced_log_probs)):
+            if not present:
                 continue
             chosen = np.flatnonzero(kinds == kind)
-            if not len(chosen):
-                continue
             tok, lp = tokens[chosen], log_probs[chosen]
             rows.tokens[chosen, t[chosen]] = tok
             rows.log_probs[chosen, t[chosen]] = lp

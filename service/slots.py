@@ -33,7 +33,6 @@ class Memory:
         self.annotations = np.zeros((0, 0, annotation_size), dtype=np.float32)   # N x S x 2n
         self.keys = np.zeros((0, 0, key_size), dtype=np.float32)                 # N x S x K
         self.mask = np.zeros((0, 0), dtype=bool)                                 # N x S
-        self.lengths = np.zeros(0, dtype=np.int64)   # N: each sentence's source length
         self.tag = np.zeros(0, dtype=np.int64)       # N: which add() filled the slot (unique)
         self._added = 0
         self.version = 0        # bumped whenever the memory changes (device copies go stale)
@@ -53,7 +52,6 @@ class Memory:
         self.annotations = _grown(self.annotations, (capacity, length, self.annotations.shape[2]), self.n)
         self.keys = _grown(self.keys, (capacity, length, self.keys.shape[2]), self.n)
         self.mask = _grown(self.mask, (capacity, length), self.n)
-        self.lengths = _grown(self.lengths, (capacity,), self.n)
         self.tag = _grown(self.tag, (capacity,), self.n)
         self.capacity, self.length = capacity, length
         self.version += 1
@@ -79,7 +77,7 @@ class Memory:
         self.keys[slot, n:] = 0
         self.mask[slot] = False
         self.mask[slot, :n] = True
-        self.lengths[slot], self.tag[slot] = n, self._added
+        self.tag[slot] = self._added
         self._added += 1
         self.n += 1
         self.version += 1
@@ -90,7 +88,7 @@ class Memory:
         moves = _compact(self.n, slots)
         if moves:
             src, dst = np.array(list(moves)), np.array(list(moves.values()))
-            for array in (self.annotations, self.keys, self.mask, self.lengths, self.tag):
+            for array in (self.annotations, self.keys, self.mask, self.tag):
                 array[dst] = array[src]
         self.n -= len(slots)
         self.version += 1
@@ -130,7 +128,7 @@ class RowMemory:
         tags = memory.tag[slots]
         stale = np.flatnonzero(self.tag[:R] != tags)
         for row, slot in zip(stale.tolist(), slots[stale].tolist()):
-            n = int(memory.lengths[slot])
+            n = int(memory.mask[slot].sum())          # the sentence's source length
             end = max(n, int(self.filled[row]))       # beyond n: zeros, as in the memory itself
             self.annotations[row, :end] = memory.annotations[slot, :end]
             self.keys[row, :end] = memory.keys[slot, :end]
