@@ -54,16 +54,15 @@ def test_concurrent_requests_get_what_they_get_offline(translator):
 
 
 def test_steps_keep_running_while_the_event_loop_is_blocked(translator):
-    """No per-step hop through asyncio: block the event loop until the worker has run
-    five more steps (a worker that needed the loop would make no progress and the
-    wait would time out)."""
+    """No per-step hop through asyncio: block the event loop from the moment the sentence
+    is handed over until the worker has run five steps (a worker that needed the loop
+    would make no progress and the wait would time out). The sentence takes 27 steps;
+    the loop is blocked before the first, so a fast machine cannot finish it unseen."""
     async def main():
         scheduler = await started(translator)
         search = translator.search(LONG, SearchOptions(beam_size=4))
-        (job,) = scheduler.submit([search], None)
-        while scheduler.worker.steps == 0:
-            await asyncio.sleep(0.001)
         before, give_up = scheduler.worker.steps, time.monotonic() + 30
+        (job,) = scheduler.submit([search], None)
         while scheduler.worker.steps < before + 5 and time.monotonic() < give_up:
             time.sleep(0.01)                      # the event loop is blocked
         progressed = scheduler.worker.steps - before
