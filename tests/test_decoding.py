@@ -9,7 +9,7 @@ from attnmt.service.alignment import aggregate_to_words, hard_pairs, word_groups
 from attnmt.service.decoding import BEAM, FORCED, DecodeBatch, Search, SearchOptions, decode_all
 from attnmt.service.engine import Engine
 from attnmt.service.errors import InvalidInput
-from attnmt.service.slots import RowMemory
+from attnmt.service.slots import Memory, RowMemory
 from attnmt.service.translator import Translator
 
 from conftest import markov_model, synthetic_corpus
@@ -111,6 +111,43 @@ def test_beam_rows_read_their_own_sentences_memory_at_every_step(engine, transla
     while len(batch):
         batch.step()
     assert seen["steps"] > 10 and len(seen["lengths"]) > 1     # the memory shrank (or grew) on the way
+
+
+def test_the_memory_is_as_long_as_its_longest_live_sentence():
+    """Every step reads the memory's full length: it grows to the longest sentence (in
+    multiples of 8) with no headroom, and shrinks once the longest live one needs 7/8 of
+    it or less, keeping what the live sentences hold."""
+    memory = Memory(annotation_size=4, key_size=2)
+    rng = np.random.default_rng(0)
+    held = {}
+    for n in (30, 100, 41):
+        annotations = rng.normal(size=(n, 4)).astype(np.float32)
+        held[memory.add(annotations, annotations[:, :2].copy())] = annotations
+    assert memory.length == 104                       # 100 rounded up, not 1.25 x 100
+    memory.free([1])                                  # the longest leaves; slot 2 moves to 1
+    held = {0: held[0], 1: held[2]}
+    memory.shrink(41)
+    assert memory.length == 48
+    for slot, annotations in held.items():
+        n = len(annotations)
+        assert np.array_equal(memory.annotations[slot, :n], annotations)
+        assert memory.mask[slot].sum() == n and not memory.annotations[slot, n:].any()
+    memory.shrink(41)                                 # 48 > 7/8 of 48 (42): left alone
+    assert memory.length == 48
+    memory.add(rng.normal(size=(37, 4)).astype(np.float32), np.zeros((37, 2), np.float32))
+    assert memory.length == 48                        # it fits: no reallocation
+    memory.free([1])
+    memory.shrink(37)                                 # 40 <= 42
+    assert memory.length == 40
+    memory.free([1])
+    memory.shrink(30)                                 # 32 <= 7/8 of 40 (35)
+    assert memory.length == 32 and np.array_equal(memory.mask[0], [True] * 30 + [False] * 2)
+    memory.add(np.ones((70, 4), np.float32), np.ones((70, 2), np.float32))
+    assert memory.length == 72                        # grown to 70 rounded, not 1.25 x 32
+    memory.add(np.ones((61, 4), np.float32), np.ones((61, 2), np.float32))
+    memory.free([1])
+    memory.shrink(61)                                 # 64 > 7/8 of 72 (63): not worth a copy
+    assert memory.length == 72
 
 
 def test_encoder_chunks_are_the_cheapest_split(monkeypatch):
