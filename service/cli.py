@@ -176,9 +176,10 @@ def cmd_translate(args: argparse.Namespace) -> int:
         if args.glossary_name:
             raise SystemExit("attnmt translate: --glossary-name names a glossary stored on a server (--server); "
                              "offline, give the file with --glossary")
-        from .glossary import Entry, Glossary
-        terms = _glossary_file(args)
-        glossary = Glossary([Entry(s, t) for s, t in terms]) if terms else None
+        terms, glossary = _glossary_file(args), None
+        if terms:                       # imported only then: part of `attnmt translate`'s start-up
+            from .glossary import Entry, Glossary
+            glossary = Glossary([Entry(s, t) for s, t in terms])
         translator = _translator(args)
         translations = []
         batch = 4096        # decode_all sorts each chunk by length: big chunks keep batches full
