@@ -128,10 +128,12 @@ class RetryHint:
         self.delay = base
         self._since = self.clock()
         self._count = 0
+        self.last_refusal = float("-inf")     # clock() of the latest refusal
 
     def refused(self) -> float:
         """Count one refusal; returns the delay to send with it."""
         now = self.clock()
+        self.last_refusal = now
         elapsed = now - self._since
         if elapsed >= 1.0:
             rate = self._count / elapsed

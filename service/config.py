@@ -55,11 +55,17 @@ class Settings(BaseSettings):
     intra_op_threads: int = Field(0, ge=0, description="ONNX Runtime threads per step (0: one per core)")
     inter_op_threads: int = Field(1, ge=0, description="ONNX Runtime inter-op threads")
     graph_optimization: Literal["disable", "basic", "extended", "all"] = Field("all", description="ORT graph optimisation (`disable` also leaves the float16 weights' Casts to run at every step instead of folding them at load)")
-    # Measured (docs/benchmarks.md, 2 cores): threads that spin within a step and stop when it
-    # ends give 0.85x the single-sentence latency at the same sentences/s at 64 clients. Threads
-    # that also spun between steps took the event loop's cores (148 vs 201 sentences/s).
-    allow_spinning: bool = Field(True, description="ORT worker threads spin within a decoder step or encoder "
-                                                   "call (they stop when it ends)")
+    # Measured (docs/benchmarks.md, 2 cores): threads that spin within a step (they stop when it
+    # ends) give 0.85x the single-sentence latency at the same sentences/s at 64 clients, but
+    # under overload they take the cores the event loop needs to refuse: callers honouring
+    # RetryInfo kept 0.57-0.64x of the goodput against 0.68-0.87x without spinning. Threads that
+    # also spun between steps were worse still (148 vs 201 sentences/s at 64 clients).
+    allow_spinning: bool = Field(False, description="ORT worker threads spin within a decoder step or encoder "
+                                                    "call (they stop when it ends): lower latency when idle, "
+                                                    "less goodput under overload")
+    idle_spinning: bool = Field(True, description="without allow_spinning: ORT threads spin within the decoder "
+                                                  "steps of an idle server (at most 8 rows, nobody waiting); "
+                                                  "about 30 MB more memory per model")
     warmup: bool = Field(True, description="translate one sentence per model before reporting SERVING")
     # The decode thread gets the GIL back after each ONNX Runtime call only when the event
     # loop's thread drops it, at the latest after this interval (Python's default: 5 ms),

@@ -173,6 +173,7 @@ class DecodeBatch:
         self._kinds: tuple | None = None          # _by_kind's answer until sentences join or leave
         self._choice: tuple | None = None         # (memory version, candidates, bias per memory slot)
         self._masks: dict[int, np.ndarray] = {}   # search id -> its shortlist as a bias over the vocabulary
+        self.idle = False                         # set by the server's worker: Engine.step(idle=)
 
     def __len__(self) -> int:
         return len(self.searches)
@@ -324,7 +325,7 @@ class DecodeBatch:
         candidates, slot_bias = self._vocabulary()
         bias = None if slot_bias is None else slot_bias[rows.slot[:R]]   # R x C (or V)
         out = engine.step(rows.prev[:R], {n: a[:R] for n, a in rows.state.items()}, step_memory, k,
-                          forced_next, memory_index, vocab_bias=bias, candidates=candidates)
+                          forced_next, memory_index, vocab_bias=bias, candidates=candidates, idle=self.idle)
 
         t = rows.steps[:R].copy()                                          # R: where this step writes
         S = out.alpha.shape[1]

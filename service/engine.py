@@ -41,6 +41,7 @@ class EngineOptions:
     inter_op_threads: int = 1
     optimization: str = "all"       # disable | basic | extended | all
     allow_spinning: bool = True     # worker threads spin within a run (never between runs: Engine._session)
+    idle_spinning: bool = False     # without allow_spinning: spin within the steps a caller marks idle (step(idle=))
     io_binding: bool | None = None  # bind inputs/outputs explicitly (None: on for cuda, off for cpu)
     shortlist: bool = False         # use the model's lexical shortlist when it has one (off: it pays only
                                     # at one or two sentences a step; docs/benchmarks.md)
@@ -106,6 +107,11 @@ class Engine:
         self._openvino = _openvino_devices() if options.device == "openvino" else None
         self.encoder = self._session("encoder", ENCODER_INPUTS, ENCODER_OUTPUTS)
         self.decoder = self._session("decoder_step", DECODER_INPUTS + extra, DECODER_OUTPUTS)
+        # The same graph with spinning threads, for steps while the server is idle (a lone
+        # sentence: 0.85x its latency); without spinning under load, when the event loop
+        # needs the cores (docs/benchmarks.md). About 30 MB more resident memory.
+        self._idle_decoder = self._session("decoder_step", DECODER_INPUTS + extra, DECODER_OUTPUTS, spinning=True) \
+            if options.idle_spinning and not options.allow_spinning and options.device == "cpu" else None
         self._extra_inputs = extra
         self._shared_decoder: ort.InferenceSession | None = None    # loaded when a beam first needs it
         self._lazy: dict[str, ort.InferenceSession] = {}
@@ -158,7 +164,8 @@ class Engine:
                 log.warning("onnxruntime.preload_dlls() failed: %s", e)
         return ["CUDAExecutionProvider", "CPUExecutionProvider"]
 
-    def _session(self, graph: str, inputs: tuple[str, ...], outputs: tuple[str, ...]) -> ort.InferenceSession:
+    def _session(self, graph: str, inputs: tuple[str, ...], outputs: tuple[str, ...],
+                 spinning: bool | None = None) -> ort.InferenceSession:
         if graph not in self.manifest.graphs:
             raise ModelLoadError(f"{self.model_dir}: the manifest names no {graph!r} graph")
         path = self.model_dir / self.manifest.graphs[graph]
@@ -166,12 +173,13 @@ class Engine:
         so.graph_optimization_level = _LEVELS[self.options.optimization]
         so.intra_op_num_threads = self.options.intra_op_threads
         so.inter_op_num_threads = self.options.inter_op_threads
-        so.add_session_config_entry("session.intra_op.allow_spinning", "1" if self.options.allow_spinning else "0")
+        spin = self.options.allow_spinning if spinning is None else spinning
+        so.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
         # Spin within a run only. Each graph has its own pool, and threads still spinning after
         # a run took the cores from the next graph's (the encoder's from the step's) and from
         # the server's event loop; without spinning, a sleeping thread is woken at every
         # parallel section of a step. Measured on 2 cores (docs/benchmarks.md): offline greedy
-        # 1.16x as fast on 0.82x the CPU, single-sentence latency 0.85x in the server.
+        # 1.16x as fast on 0.82x the CPU (the server leaves spinning off: config.py).
         so.add_session_config_entry("session.force_spinning_stop", "1")
         so.log_severity_level = 3
         providers = self.providers
@@ -229,7 +237,8 @@ class Engine:
 
     def step(self, prev_tokens: np.ndarray, state: dict[str, np.ndarray], memory: tuple, k: int,
              forced_tokens: np.ndarray, memory_index: np.ndarray | None = None,
-             vocab_bias: np.ndarray | None = None, candidates: np.ndarray | None = None) -> StepOutput:
+             vocab_bias: np.ndarray | None = None, candidates: np.ndarray | None = None,
+             idle: bool = False) -> StepOutput:
         """One decoder step for R rows.
 
         memory: (annotations, keys, src_mask), numpy arrays or OrtValues from `upload`;
@@ -238,12 +247,15 @@ class Engine:
         vocab_bias: 1 x V or R x V additive logits bias (default: forbid <pad> and <s>).
         candidates: vocabulary ids [C] the output layer runs over (the shortlist graphs);
         vocab_bias is then 1 x C or R x C, forced_tokens positions in candidates.
+        idle: the machine has cores to spare (EngineOptions.idle_spinning); same answers.
         """
         if candidates is not None:
             session = (self._graph("decoder_step_shortlist", SHORTLIST_DECODER_INPUTS) if memory_index is None
                        else self._graph("decoder_step_shared_shortlist", SHARED_SHORTLIST_DECODER_INPUTS))
         else:
             session = self.decoder if memory_index is None else self.shared_decoder
+            if idle and memory_index is None and self._idle_decoder is not None:
+                session = self._idle_decoder
         feeds = {"prev_tokens": prev_tokens, **state,
                  "vocab_bias": self.default_bias if vocab_bias is None else vocab_bias,
                  "k": np.array([k], dtype=np.int64), "forced_tokens": forced_tokens}

@@ -39,7 +39,8 @@ class Scheduler:
         self._on_death = on_death
         self.dead: BaseException | None = None
         self.worker = DecodeWorker(translator.engine, limits, metrics, self.model,
-                                   deliver=self._hand_back, on_death=self._worker_died)
+                                   deliver=self._hand_back, on_death=self._worker_died,
+                                   last_refusal=lambda: self.retry_hint.last_refusal)
 
     # --- the request side -------------------------------------------------
 

@@ -61,7 +61,7 @@ class Server:
         s = self.settings
         options = EngineOptions(device=s.device, precision=s.precision, intra_op_threads=s.intra_op_threads, inter_op_threads=s.inter_op_threads,
                                 optimization=s.graph_optimization, allow_spinning=s.allow_spinning,
-                                shortlist=s.shortlist)
+                                idle_spinning=s.idle_spinning, shortlist=s.shortlist)
         limits = SchedulerLimits(max_batch_rows=s.max_batch_rows, max_batch_tokens=s.max_batch_tokens,
                                  max_queue=s.max_queue, max_queue_delay=s.queue_delay_seconds,
                                  min_joiners=s.min_joiners, max_join_delay=s.max_join_delay_ms / 1000,

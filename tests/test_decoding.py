@@ -150,6 +150,35 @@ def test_the_memory_is_as_long_as_its_longest_live_sentence():
     assert memory.length == 72
 
 
+def test_idle_steps_run_the_spinning_session_and_give_the_same_answers(tiny_model):
+    """EngineOptions.idle_spinning: steps marked idle run a second decoder-step session whose
+    threads spin; same answers to the last digit, other steps on the usual session."""
+    from attnmt.service.engine import Engine, EngineOptions
+    from attnmt.service.translator import Translator
+
+    engine = Engine(tiny_model, EngineOptions(allow_spinning=False, idle_spinning=True))
+    assert Engine(tiny_model, EngineOptions(allow_spinning=False))._idle_decoder is None
+    translator = Translator(engine)
+    runs = {"usual": 0, "idle": 0}
+    for name, session in (("usual", engine.decoder), ("idle", engine._idle_decoder)):
+        def counted(*args, _run=session.run, _name=name, **kwargs):
+            runs[_name] += 1
+            return _run(*args, **kwargs)
+        session.run = counted
+    answers = {}
+    for idle in (False, True):
+        searches = [translator.search(text, SearchOptions(beam_size=beam)) for text, beam in ((LONG, 1), (SHORT, 3))]
+        batch = DecodeBatch(engine)
+        batch.idle = idle
+        batch.add(searches)
+        while len(batch):
+            batch.step()
+        answers[idle] = [(h.tokens, h.log_prob, h.alignment.tolist()) for s in searches for h in s.best()]
+        assert runs["idle" if idle else "usual"] > 0 and runs["usual" if idle else "idle"] == 0
+        runs = dict.fromkeys(runs, 0)
+    assert answers[True] == answers[False]
+
+
 def test_encoder_chunks_are_the_cheapest_split(monkeypatch):
     """Encoder calls cover every sentence once, in order, at most ENCODER_MAX_ROWS each, and
     cost no more (per-call overhead plus padded pieces) than any other split: checked

@@ -73,6 +73,43 @@ def test_steps_keep_running_while_the_event_loop_is_blocked(translator):
     assert search.done and progressed >= 5
 
 
+def test_only_a_small_batch_with_nobody_waiting_counts_as_idle(translator, monkeypatch):
+    """The worker marks steps idle (ONNX Runtime may spin: EngineOptions.idle_spinning) only
+    while the batch has at most IDLE_ROWS rows, nobody waits and nobody was refused lately:
+    a lone sentence's steps are idle; with a queue behind a full batch, or just after a
+    refusal, they are not."""
+    from attnmt.service.decoding import DecodeBatch
+    from attnmt.service.worker import IDLE_ROWS
+
+    seen: list[tuple[int, bool]] = []
+    original = DecodeBatch.step
+
+    def recording(self):
+        seen.append((self.n_rows, self.idle))
+        return original(self)
+
+    monkeypatch.setattr(DecodeBatch, "step", recording)
+
+    async def main(searches, refuse=False, **limits):
+        scheduler = await started(translator, **limits)
+        seen.clear()
+        if refuse:
+            with pytest.raises(Overloaded):
+                scheduler.submit([translator.search(SHORT, SearchOptions())] * (scheduler.limits.max_queue + 1), None)
+        jobs = scheduler.submit(searches, None)
+        await asyncio.gather(*(j.future for j in jobs))
+        await scheduler.close()
+        return list(seen)
+
+    alone = run(main([translator.search(LONG, SearchOptions())]))
+    assert alone and all(idle for _, idle in alone)
+    crowd = run(main([translator.search(LONG, SearchOptions()) for _ in range(12)], max_batch_rows=4))
+    assert not any(idle for rows, idle in crowd[:5])          # eight wait behind the first four
+    assert all(idle == (rows <= IDLE_ROWS) for rows, idle in crowd[-3:])   # the last ones: nobody waits
+    refused = run(main([translator.search(LONG, SearchOptions())], refuse=True, max_queue=4))
+    assert refused and not any(idle for _, idle in refused)
+
+
 def test_cancelled_sentence_leaves_between_steps_and_others_finish(translator):
     async def main():
         scheduler = await started(translator)
