@@ -50,7 +50,7 @@ async def closed_loop_overload(address: str, sentences: list[str], callers: int,
     refusal is counted and the caller goes on), 'at_once' or 'retry_info' (how long a
     refused caller waits before its next call)."""
     options = pb.DecodingOptions(beam_size=1, alignment=pb.ALIGNMENT_WORDS)
-    answered, refusals, settled, errors = 0, [], [], {}
+    answered, refusals, settled, errors, examples = 0, [], [], {}, {}
     first_call = time.perf_counter()
     loop = asyncio.get_running_loop()
     # A local subchannel pool gives each channel its own connection: gRPC otherwise shares one
@@ -75,6 +75,7 @@ async def closed_loop_overload(address: str, sentences: list[str], callers: int,
             except grpc.aio.AioRpcError as e:
                 if e.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
                     errors[e.code().name] = errors.get(e.code().name, 0) + 1
+                    examples.setdefault(e.code().name, e.details())   # the first of each code, to explain it
                     continue
                 refusals.append(time.perf_counter() - began)
                 if began - first_call >= 1.0:
@@ -97,7 +98,7 @@ async def closed_loop_overload(address: str, sentences: list[str], callers: int,
             # the same without the first second, when every caller arrives at once (the burst
             # alone costs its size times the server's CPU per refusal)
             "refusal_p99_after_1s_ms": round(float(np.percentile(settled, 99)) * 1000, 2) if settled else None,
-            "errors": errors}
+            "errors": errors, "error_examples": examples}
 
 
 def bench_overload(model: Path, sentences: list[str], duration: float = 30, max_queue: int = 64,
@@ -149,6 +150,10 @@ def format_overload(report: dict) -> str:
                  r["server_cpu_ms_per_answer"],
                  r.get("server_cpu_ms_per_refusal"), r["errors"] or ""]
         lines.append("| " + " | ".join("—" if c is None else str(c) for c in cells) + " |")
+    examples = [f"- {name}, {code}: {detail}" for name, r in report["runs"].items()
+                for code, detail in r.get("error_examples", {}).items()]
+    if examples:
+        lines += ["", "First error of each code:", *examples]
     return "\n".join(lines + ["", format_targets(report["targets"])])
 
 

@@ -425,7 +425,7 @@ def test_bench_overload_reports_every_figure(tiny_model, bench_data, tmp_path, c
         assert run["callers"] == 24 and run["refusals"] > 0 and run["answered"] > 0, run
         assert run["refusal_p50_ms"] <= run["refusal_p99_ms"] and run["server_cpu_ms_per_refusal"] is not None
         assert "refusal_p99_after_1s_ms" in run          # None: a 1 s run has no second second
-        assert run["goodput_ratio"] > 0 and run["errors"] == {}, run
+        assert run["goodput_ratio"] > 0 and run["errors"] == {} and run["error_examples"] == {}, run
     assert report["runs"]["baseline"]["errors"] == {}
     assert [t["goal"] for t in report["targets"]] == ["≥ 0.7", "≤ 50"] * 2
     assert "| at_once | 24 |" in table and "| target | measured | goal | met |" in table
