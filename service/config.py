@@ -65,7 +65,7 @@ class Settings(BaseSettings):
                                                     "less goodput under overload")
     idle_spinning: bool = Field(True, description="without allow_spinning: ORT threads spin within the decoder "
                                                   "steps of an idle server (at most 8 rows, nobody waiting); "
-                                                  "about 30 MB more memory per model")
+                                                  "30-50 MB more memory per model")
     warmup: bool = Field(True, description="translate one sentence per model before reporting SERVING")
     # The decode thread gets the GIL back after each ONNX Runtime call only when the event
     # loop's thread drops it, at the latest after this interval (Python's default: 5 ms),

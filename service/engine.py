@@ -109,7 +109,7 @@ class Engine:
         self.decoder = self._session("decoder_step", DECODER_INPUTS + extra, DECODER_OUTPUTS)
         # The same graph with spinning threads, for steps while the server is idle (a lone
         # sentence: 0.85x its latency); without spinning under load, when the event loop
-        # needs the cores (docs/benchmarks.md). About 30 MB more resident memory.
+        # needs the cores (docs/benchmarks.md). 30-50 MB more resident memory.
         self._idle_decoder = self._session("decoder_step", DECODER_INPUTS + extra, DECODER_OUTPUTS, spinning=True) \
             if options.idle_spinning and not options.allow_spinning and options.device == "cpu" else None
         self._extra_inputs = extra
