@@ -110,8 +110,10 @@ class Engine:
         # The same graph with spinning threads, for steps while the server is idle (a lone
         # sentence: 0.85x its latency); without spinning under load, when the event loop
         # needs the cores (docs/benchmarks.md). 30-50 MB more resident memory.
-        self._idle_decoder = self._session("decoder_step", DECODER_INPUTS + extra, DECODER_OUTPUTS, spinning=True) \
-            if options.idle_spinning and not options.allow_spinning and options.device == "cpu" else None
+        self._idle_decoder: ort.InferenceSession | None = None
+        if options.idle_spinning and not options.allow_spinning and options.device == "cpu":
+            self._idle_decoder = self._session("decoder_step", DECODER_INPUTS + extra, DECODER_OUTPUTS,
+                                               spinning=True)
         self._extra_inputs = extra
         self._shared_decoder: ort.InferenceSession | None = None    # loaded when a beam first needs it
         self._lazy: dict[str, ort.InferenceSession] = {}

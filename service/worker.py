@@ -274,8 +274,7 @@ class DecodeWorker:
             for job in joining:
                 job.encoded = encoded
         rows = self.batch.n_rows
-        self.batch.idle = (rows <= IDLE_ROWS and not self._waiting
-                           and time.monotonic() - self._last_refusal() > IDLE_AFTER_REFUSAL)
+        self.batch.idle = self._idle(rows)
         stepped = time.perf_counter()
         finished = self.batch.step()
         self.metrics.step_seconds.observe(time.perf_counter() - stepped)
@@ -294,6 +293,11 @@ class DecodeWorker:
         self.metrics.inflight.set(len(self._jobs))
         if results:
             self._deliver(results)
+
+    def _idle(self, rows: int) -> bool:
+        """Whether the next step has cores to spare (IDLE_ROWS, IDLE_AFTER_REFUSAL)."""
+        refused_lately = time.monotonic() - self._last_refusal() <= IDLE_AFTER_REFUSAL
+        return rows <= IDLE_ROWS and not self._waiting and not refused_lately
 
     def _isolate(self, error: Exception) -> None:
         """After a failed step, decode each of the batch's sentences again, alone and from
