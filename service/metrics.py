@@ -51,6 +51,9 @@ class Metrics:
         self.rejected = Counter("attnmt_rejected_total", "Sentences not translated, by reason.", ("reason",),
                                 registry=r)
         self.step_failures = Counter("attnmt_step_failures_total", "Decoder steps that raised.", registry=r)
+        self.idle_steps = Counter("attnmt_idle_steps_total", "Decoder steps run while the server was idle (at most "
+                                  "8 rows, nobody waiting or refused for 10 s): with idle_spinning, on spinning "
+                                  "threads.", registry=r)
         self.cache_requests = Counter("attnmt_cache_requests_total", "Translation cache lookups, by result (hit, miss).",
                                       ("model", "result"), registry=r)
         self.cache_entries = Gauge("attnmt_cache_entries", "Finished translations held in the cache.", ("model",),

@@ -275,6 +275,8 @@ class DecodeWorker:
                 job.encoded = encoded
         rows = self.batch.n_rows
         self.batch.idle = self._idle(rows)
+        if self.batch.idle:
+            self.metrics.idle_steps.inc()
         stepped = time.perf_counter()
         finished = self.batch.step()
         self.metrics.step_seconds.observe(time.perf_counter() - stepped)

@@ -33,7 +33,7 @@ MODEL_DIR = "/models/rnnsearch-es-en"
 COUNTERS = {"grpc_server_started_total", "grpc_server_handled_total", "grpc_server_msg_received_total",
             "grpc_server_msg_sent_total", "attnmt_sentences_total", "attnmt_source_tokens_total",
             "attnmt_target_tokens_total", "attnmt_rejected_total", "attnmt_step_failures_total",
-            "attnmt_cache_requests_total"}
+            "attnmt_cache_requests_total", "attnmt_idle_steps_total"}
 GAUGES = {"attnmt_queue_depth", "attnmt_inflight_sentences", "attnmt_model_info", "attnmt_ready",
           "attnmt_cache_entries"}
 HISTOGRAMS = {"grpc_server_handling_seconds", "attnmt_batch_rows", "attnmt_queue_wait_seconds",

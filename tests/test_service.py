@@ -199,12 +199,14 @@ def test_metrics_appear_and_move(server, stub):
     before_ok = server.metric("grpc_server_handled_total", **labels)
     before_bad = server.metric("grpc_server_handled_total", grpc_method="Translate", grpc_code="INVALID_ARGUMENT")
     before_sentences = server.metric("attnmt_sentences_total", model="tiny")
+    before_idle = server.metric("attnmt_idle_steps_total")
     stub.Translate(pb.TranslateRequest(sentences=[SHORT, LONG]))
     code_of(lambda: stub.Translate(pb.TranslateRequest(sentences=[])))
     assert server.metric("grpc_server_handled_total", **labels) == before_ok + 1
     assert server.metric("grpc_server_handled_total", grpc_method="Translate", grpc_code="INVALID_ARGUMENT") == before_bad + 1
     assert server.metric("attnmt_sentences_total", model="tiny") == before_sentences + 2
     assert server.metric("attnmt_batch_rows_count") > 0
+    assert server.metric("attnmt_idle_steps_total") > before_idle     # two sentences alone: idle steps
     assert server.metric("attnmt_model_info", model="tiny", provider="CPUExecutionProvider") == 1
     assert server.metric("attnmt_ready") == 1
     assert server.metric("attnmt_rejected_total", reason="invalid_input") >= 1
