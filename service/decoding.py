@@ -173,7 +173,6 @@ class DecodeBatch:
         self._kinds: tuple | None = None          # _by_kind's answer until sentences join or leave
         self._choice: tuple | None = None         # (memory version, candidates, bias per memory slot)
         self._masks: dict[int, np.ndarray] = {}   # search id -> its shortlist as a bias over the vocabulary
-        self.idle = False                         # set by the server's worker: Engine.step(idle=)
 
     def __len__(self) -> int:
         return len(self.searches)
@@ -301,8 +300,9 @@ class DecodeBatch:
         self._choice = (key, candidates, bias)
         return candidates, bias
 
-    def step(self) -> list[Search]:
-        """Run one decoder step for every row; return the sentences that finished."""
+    def step(self, idle: bool = False) -> list[Search]:
+        """Run one decoder step for every row; return the sentences that finished. idle: the
+        machine has cores to spare (the server's worker decides; Engine.step(idle=))."""
         if not self.searches:
             return []
         rows, memory, engine = self.rows, self.memory, self.engine
@@ -325,7 +325,7 @@ class DecodeBatch:
         candidates, slot_bias = self._vocabulary()
         bias = None if slot_bias is None else slot_bias[rows.slot[:R]]   # R x C (or V)
         out = engine.step(rows.prev[:R], {n: a[:R] for n, a in rows.state.items()}, step_memory, k,
-                          forced_next, memory_index, vocab_bias=bias, candidates=candidates, idle=self.idle)
+                          forced_next, memory_index, vocab_bias=bias, candidates=candidates, idle=idle)
 
         t = rows.steps[:R].copy()                                          # R: where this step writes
         S = out.alpha.shape[1]

@@ -71,12 +71,12 @@ def install(faults: Faults, translators: list[Translator]) -> None:
 
     step = DecodeBatch.step
 
-    def faulty_step(self: DecodeBatch):
+    def faulty_step(self: DecodeBatch, idle: bool = False):
         if delay:
             time.sleep(delay)
         if poison and any(hit(s.source, poison) for s in self.searches):
             raise InjectedFault(f"injected fault: a sentence containing {faults.poison!r} breaks the step")
-        return step(self)
+        return step(self, idle)
 
     next_joiners = DecodeWorker._next_joiners
 

@@ -21,6 +21,12 @@ def _rounded(length: int) -> int:
     return (length + 7) // 8 * 8
 
 
+def _head(array: np.ndarray, length: int) -> np.ndarray:
+    """The first `length` source positions of every slot or row, contiguous (ONNX Runtime
+    would copy a strided view at every step)."""
+    return np.ascontiguousarray(array[:, :length])
+
+
 def _grown(array: np.ndarray, shape: tuple[int, ...], live: int) -> np.ndarray:
     """A zeroed array of `shape` holding the first `live` entries of `array` (clipped)."""
     out = np.zeros(shape, dtype=array.dtype)
@@ -68,9 +74,8 @@ class Memory:
         the longest live sentence when it shrank only at half (docs/benchmarks.md)."""
         length = _rounded(longest)
         if self.length > 16 and length <= self.length * 7 // 8:
-            self.annotations = np.ascontiguousarray(self.annotations[:, :length])
-            self.keys = np.ascontiguousarray(self.keys[:, :length])
-            self.mask = np.ascontiguousarray(self.mask[:, :length])
+            arrays = (self.annotations, self.keys, self.mask)
+            self.annotations, self.keys, self.mask = (_head(a, length) for a in arrays)
             self.length = length
             self.version += 1
 
@@ -125,12 +130,10 @@ class RowMemory:
         """(annotations, keys, mask), R x S x ..., row r holding memory slot slots[r]."""
         R = len(slots)
         if memory.length < self.length and len(self.tag) >= R:    # the memory shrank: so do the copies
-            L = memory.length
-            self.annotations = np.ascontiguousarray(self.annotations[:, :L])
-            self.keys = np.ascontiguousarray(self.keys[:, :L])
-            self.mask = np.ascontiguousarray(self.mask[:, :L])
+            L = self.length = memory.length
+            arrays = (self.annotations, self.keys, self.mask)
+            self.annotations, self.keys, self.mask = (_head(a, L) for a in arrays)
             np.minimum(self.filled, L, out=self.filled)
-            self.length = L
         if self.length != memory.length or len(self.tag) < R:
             capacity = max(R, 2 * len(self.tag) if R > len(self.tag) else len(self.tag), 8)
             self.annotations = np.zeros((capacity, memory.length, memory.annotations.shape[2]), np.float32)

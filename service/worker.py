@@ -274,11 +274,11 @@ class DecodeWorker:
             for job in joining:
                 job.encoded = encoded
         rows = self.batch.n_rows
-        self.batch.idle = self._idle(rows)
-        if self.batch.idle:
+        idle = self._idle(rows)
+        if idle:
             self.metrics.idle_steps.inc()
         stepped = time.perf_counter()
-        finished = self.batch.step()
+        finished = self.batch.step(idle)
         self.metrics.step_seconds.observe(time.perf_counter() - stepped)
         self.metrics.batch_rows.observe(rows)
         self.steps += 1

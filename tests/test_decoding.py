@@ -169,10 +169,9 @@ def test_idle_steps_run_the_spinning_session_and_give_the_same_answers(tiny_mode
     for idle in (False, True):
         searches = [translator.search(text, SearchOptions(beam_size=beam)) for text, beam in ((LONG, 1), (SHORT, 3))]
         batch = DecodeBatch(engine)
-        batch.idle = idle
         batch.add(searches)
         while len(batch):
-            batch.step()
+            batch.step(idle)
         answers[idle] = [(h.tokens, h.log_prob, h.alignment.tolist()) for s in searches for h in s.best()]
         assert runs["idle" if idle else "usual"] > 0 and runs["usual" if idle else "idle"] == 0
         runs = dict.fromkeys(runs, 0)

@@ -84,9 +84,9 @@ def test_only_a_small_batch_with_nobody_waiting_counts_as_idle(translator, monke
     seen: list[tuple[int, bool]] = []
     original = DecodeBatch.step
 
-    def recording(self):
-        seen.append((self.n_rows, self.idle))
-        return original(self)
+    def recording(self, idle=False):
+        seen.append((self.n_rows, idle))
+        return original(self, idle)
 
     monkeypatch.setattr(DecodeBatch, "step", recording)
 
@@ -269,10 +269,10 @@ def test_a_poisoned_sentence_fails_alone_and_its_batch_mates_succeed(translator,
     original = DecodeBatch.step
     poison = translator.search("gato roja havas arbo .", SearchOptions())
 
-    def step(self):
+    def step(self, idle=False):
         if any(s is poison for s in self.searches):
             raise RuntimeError("step exploded")
-        return original(self)
+        return original(self, idle)
     monkeypatch.setattr(DecodeBatch, "step", step)
     texts = [s for s, _ in synthetic_corpus(6, seed=11)]
     want = [t.best.text for t in translator.translate(texts)]
