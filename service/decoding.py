@@ -16,8 +16,9 @@ finish and over beam sentences when their rows are reassigned.
 Beam size 1 is greedy search. When every sentence has one row, rows and
 memory slots coincide and `decoder_step` reads the memory as it is. Beam rows
 of one sentence share its attention memory: on the host each row reads a copy
-kept across steps (`slots.RowMemory`), with IO binding the memory stays on the
-device and `decoder_step_shared` gathers it through a row -> sentence index.
+kept across steps (`slots.RowMemory`); on the device path (`device.py`, the
+default on CUDA) the memory and the state stay on the device and
+`decoder_step_shared` gathers the memory through a row -> sentence index.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from functools import cached_property
 
 import numpy as np
 
+from .device import DeviceSlots
 from .engine import Engine
 from .errors import InvalidInput
 from .search import select_beams
@@ -168,7 +170,7 @@ class DecodeBatch:
         self.memory: Memory | None = None
         self.rows: Rows | None = None
         self._owner: list[Search | None] = []     # row -> its sentence
-        self._device_memory: tuple | None = None  # (version, OrtValues) with IO binding
+        self._device = DeviceSlots(engine) if engine.io_binding else None   # the device path's buffers
         self._row_memory = RowMemory()            # beam rows' memory, without IO binding
         self._kinds: tuple | None = None          # _by_kind's answer until sentences join or leave
         self._choice: tuple | None = None         # (memory version, candidates, bias per memory slot)
@@ -189,7 +191,10 @@ class DecodeBatch:
 
     def encode(self, searches: list[Search]) -> None:
         """Encode sentences ahead of joining (`add` skips them then), in as few encoder
-        calls as pay: sentences of similar length together (`encoder_chunks`)."""
+        calls as pay: sentences of similar length together (`encoder_chunks`). On the
+        device path `add` encodes (the encoder's output goes straight to the device)."""
+        if self._device is not None:
+            return
         todo = sorted((s for s in searches if s.encoded is None), key=lambda s: -s.src_len)
         for chunk in encoder_chunks([s.src_len for s in todo]):
             group = todo[chunk]
@@ -203,19 +208,19 @@ class DecodeBatch:
         """Let sentences join at the next step (encoding those not encoded yet)."""
         if not searches:
             return
-        self.encode(searches)
+        joining = self._joining(searches)
         if self.memory is None:
-            annotations, keys, state = searches[0].encoded
+            annotations, keys, state, _ = joining[0]
             self.memory = Memory(annotations.shape[-1], keys.shape[-1])
             self.rows = Rows({name: value.shape for name, value in state.items()})
         memory, rows = self.memory, self.rows
         memory.reserve(memory.n + len(searches), max(s.src_len for s in searches))
         rows.reserve(rows.n + len(searches), max(s.max_length for s in searches) + 1, memory.length)
-        for search in searches:
-            annotations, keys, state = search.encoded
+        for search, (annotations, keys, state, origin) in zip(searches, joining):
             search.encoded = None                      # the slot holds it now
-            search.slot = memory.add(annotations, keys)
+            search.slot = memory.add(annotations, keys, origin)
             (row,) = rows.add(1)
+            rows.origin[row] = origin
             for name, value in state.items():
                 rows.state[name][row] = value
             rows.prev[row], rows.slot[row], rows.score[row], rows.steps[row] = self.engine.bos_id, search.slot, 0, 0
@@ -224,6 +229,16 @@ class DecodeBatch:
             self._set_owner(row, search)
         self.searches.extend(searches)
         self._kinds = None
+
+    def _joining(self, searches: list[Search]) -> list[tuple]:
+        """What each joining sentence brings to its slots: (annotations, keys, initial state,
+        origin). On the device path its numbers stay on the device and the host gets
+        src_len x 0 arrays, no state, and where on the device they are (`device.py`)."""
+        if self._device is None:
+            self.encode(searches)
+            return [(*s.encoded, 0) for s in searches]
+        first = self._device.encode([s.source for s in searches])
+        return [(np.zeros((s.src_len, 0), np.float32),) * 2 + ({}, -1 - (first + j)) for j, s in enumerate(searches)]
 
     def remove(self, search: Search) -> None:
         """Drop a sentence before the next step (cancelled or expired)."""
@@ -263,11 +278,7 @@ class DecodeBatch:
     # --- one step ------------------------------------------------------------
 
     def _memory(self) -> tuple:
-        if not self.engine.io_binding:
-            return self.memory.view()
-        if self._device_memory is None or self._device_memory[0] != (self.memory.version, self.memory.n):
-            self._device_memory = ((self.memory.version, self.memory.n), self.engine.upload(*self.memory.view()))
-        return self._device_memory[1]
+        return self.memory.view() if self._device is None else self._device.step_memory(self.memory)
 
     def _vocabulary(self) -> tuple[np.ndarray | None, np.ndarray | None]:
         """(candidates, vocab_bias per memory slot) for this batch's sentences; recomputed only
@@ -311,7 +322,7 @@ class DecodeBatch:
             if not np.array_equal(rows.slot[:rows.n], np.arange(rows.n)):
                 self._align_rows_to_slots()
             step_memory = self._memory()
-        elif engine.io_binding:         # the memory stays on the device: the graph gathers it there
+        elif self._device is not None:  # the memory stays on the device: the graph gathers it there
             memory_index = rows.slot[:rows.n].copy()
             step_memory = self._memory()
         else:                           # on the host: the rows' copies, kept across steps
@@ -324,7 +335,9 @@ class DecodeBatch:
             forced_next[s.rows[0]] = s.forced[s.steps]
         candidates, slot_bias = self._vocabulary()
         bias = None if slot_bias is None else slot_bias[rows.slot[:R]]   # R x C (or V)
-        out = engine.step(rows.prev[:R], {n: a[:R] for n, a in rows.state.items()}, step_memory, k,
+        state = ({n: a[:R] for n, a in rows.state.items()} if self._device is None
+                 else self._device.step_state(rows))
+        out = engine.step(rows.prev[:R], state, step_memory, k,
                           forced_next, memory_index, vocab_bias=bias, candidates=candidates, idle=idle)
 
         t = rows.steps[:R].copy()                                          # R: where this step writes
@@ -334,8 +347,11 @@ class DecodeBatch:
         rows.alpha[everyone, t, :S] = out.alpha                            # α belongs to the row that produced it
         if S < rows.length:
             rows.alpha[everyone, t, S:] = 0
-        for name, value in out.state.items():
-            rows.state[name][:R] = value
+        if self._device is None:
+            for name, value in out.state.items():
+                rows.state[name][:R] = value
+        else:
+            self._device.keep(out.state)
 
         finished: list[Search] = []
         for kind, present, tokens, log_probs in (

@@ -27,6 +27,9 @@ from .tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 
+# The slot graphs (model/slot_graphs.py), shipped with the service: the device path's gathers.
+SLOT_GRAPHS = Path(__file__).parent / "graphs"
+
 _LEVELS = {"disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
            "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
            "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
@@ -42,7 +45,8 @@ class EngineOptions:
     optimization: str = "all"       # disable | basic | extended | all
     allow_spinning: bool = True     # worker threads spin within a run (never between runs: Engine._session)
     idle_spinning: bool = False     # without allow_spinning: spin within the steps a caller marks idle (step(idle=))
-    io_binding: bool | None = None  # bind inputs/outputs explicitly (None: on for cuda, off for cpu)
+    io_binding: bool | None = None  # the device path (None: on for cuda, off for cpu): a batch's memory and
+                                    # state stay on the execution device across steps (service/device.py)
     shortlist: bool = False         # use the model's lexical shortlist when it has one (off: it pays only
                                     # at one or two sentences a step; docs/benchmarks.md)
 
@@ -213,20 +217,50 @@ class Engine:
                                  f"expected {inputs} -> {want_out}")
         return session
 
-    def encode(self, sources: list[list[int]]) -> Encoded:
-        """Encode token id lists (each already ending with </s>)."""
+    def _source_feeds(self, sources: list[list[int]]) -> dict[str, np.ndarray]:
         lengths = np.array([len(s) for s in sources], dtype=np.int64)
         tokens = np.full((len(sources), int(lengths.max())), self.pad_id, dtype=np.int64)  # N x S
         for row, ids in enumerate(sources):
             tokens[row, :len(ids)] = ids
-        annotations, keys, mask, init_state = self.encoder.run(
-            list(ENCODER_OUTPUTS), {"src_tokens": tokens, "src_lengths": lengths})
+        return {"src_tokens": tokens, "src_lengths": lengths}
+
+    def encode(self, sources: list[list[int]]) -> Encoded:
+        """Encode token id lists (each already ending with </s>)."""
+        annotations, keys, mask, init_state = self.encoder.run(list(ENCODER_OUTPUTS), self._source_feeds(sources))
         return Encoded(annotations, keys, mask, {"state": init_state})
 
+    def encode_on_device(self, sources: list[list[int]]) -> tuple:
+        """`encode` with its outputs left on the execution device (the device path):
+        (annotations, keys, src_mask, {state name: initial state}) as OrtValues."""
+        annotations, keys, mask, init_state = self.run_on_device(self.encoder, {}, self._source_feeds(sources),
+                                                                 ENCODER_OUTPUTS)
+        return annotations, keys, mask, {"state": init_state}
+
+    def slot_graph(self, name: str) -> ort.InferenceSession:
+        """One of the service's slot graphs (`SLOT_GRAPHS`), on this engine's device."""
+        if name not in self._lazy:
+            so = ort.SessionOptions()
+            so.intra_op_num_threads = self.options.intra_op_threads
+            so.log_severity_level = 3
+            providers = self.providers if self._openvino is None else ["CPUExecutionProvider"]
+            self._lazy[name] = ort.InferenceSession(str(SLOT_GRAPHS / name), sess_options=so, providers=providers)
+        return self._lazy[name]
+
+    def run_on_device(self, session: ort.InferenceSession, device_feeds: dict[str, ort.OrtValue],
+                      host_feeds: dict[str, np.ndarray], outputs: tuple[str, ...]) -> list[ort.OrtValue]:
+        """Run a graph whose outputs stay on the execution device."""
+        binding = session.io_binding()
+        for name, value in device_feeds.items():
+            binding.bind_ortvalue_input(name, value)
+        for name, value in host_feeds.items():
+            binding.bind_cpu_input(name, np.ascontiguousarray(value))
+        for name in outputs:
+            binding.bind_output(name, self.device)
+        session.run_with_iobinding(binding)
+        return binding.get_outputs()
+
     def upload(self, *arrays: np.ndarray) -> tuple:
-        """Arrays as OrtValues on the execution device. With IO binding, a DecodeBatch
-        uploads the attention memory once and reuses it until sentences join or
-        leave, instead of copying annotations host -> device at each step."""
+        """Arrays as OrtValues on the execution device."""
         return tuple(ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(x), self.device, 0) for x in arrays)
 
     @staticmethod
@@ -243,7 +277,9 @@ class Engine:
              idle: bool = False) -> StepOutput:
         """One decoder step for R rows.
 
-        memory: (annotations, keys, src_mask), numpy arrays or OrtValues from `upload`;
+        memory: (annotations, keys, src_mask), numpy arrays or OrtValues on the device;
+        state: numpy arrays, or with io_binding OrtValues on the device, where the new
+        state then stays (StepOutput.state holds OrtValues);
         without `memory_index` row r attends memory row r (N = R), with it row r
         attends memory row memory_index[r] (beam rows share their sentence's memory).
         vocab_bias: 1 x V or R x V additive logits bias (default: forbid <pad> and <s>).
@@ -258,7 +294,7 @@ class Engine:
             session = self.decoder if memory_index is None else self.shared_decoder
             if idle and memory_index is None and self._idle_decoder is not None:
                 session = self._idle_decoder
-        feeds = {"prev_tokens": prev_tokens, **state,
+        feeds = {"prev_tokens": prev_tokens,
                  "vocab_bias": self.default_bias if vocab_bias is None else vocab_bias,
                  "k": np.array([k], dtype=np.int64), "forced_tokens": forced_tokens}
         if memory_index is not None:
@@ -267,20 +303,24 @@ class Engine:
             feeds["candidates"] = candidates
         names = list(DECODER_OUTPUTS) + [o for o in self.state_names.values() if o not in DECODER_OUTPUTS]
         if not self.io_binding:
+            feeds.update(state)
             feeds.update(zip(("annotations", "keys", "src_mask"), memory))
             outputs = dict(zip(names, session.run(names, feeds)))
+            state = {name: outputs[out] for name, out in self.state_names.items()}
         else:
+            # What the search reads comes to the host; the new state stays on the device.
             binding = session.io_binding()
-            for name, value in feeds.items():
-                binding.bind_cpu_input(name, np.ascontiguousarray(value))
-            for name, value in zip(("annotations", "keys", "src_mask"), memory):
+            for name, value in (*feeds.items(), *state.items(), *zip(("annotations", "keys", "src_mask"), memory)):
                 if isinstance(value, np.ndarray):
                     binding.bind_cpu_input(name, np.ascontiguousarray(value))
                 else:
                     binding.bind_ortvalue_input(name, value)
+            kept = set(self.state_names.values())
             for name in names:
-                binding.bind_output(name, "cpu")
+                binding.bind_output(name, self.device if name in kept else "cpu")
             session.run_with_iobinding(binding)
-            outputs = dict(zip(names, binding.copy_outputs_to_cpu()))
+            values = dict(zip(names, binding.get_outputs()))
+            outputs = {name: value.numpy() for name, value in values.items() if name not in kept}
+            state = {name: values[out] for name, out in self.state_names.items()}
         return StepOutput(outputs["topk_log_probs"], outputs["topk_ids"], outputs["forced_log_probs"],
-                          {name: outputs[out] for name, out in self.state_names.items()}, outputs["alpha"])
+                          state, outputs["alpha"])

@@ -9,6 +9,10 @@ Two spaces, because a beam's rows share one sentence's memory:
   which memory slot it attends, its running score and length, and its history
   (tokens, log-probs and α of every step so far), so a finished row's answer is
   a slice, not a walk through back-pointers.
+
+On the device path (`device.py`) the numbers live on the execution device: `Memory`
+then holds no annotations or keys (sizes 0) and `Rows` no state, and each entry's
+`origin` says where on the device its numbers are; entries carry it when they move.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ class Memory:
         self.keys = np.zeros((0, 0, key_size), dtype=np.float32)                 # N x S x K
         self.mask = np.zeros((0, 0), dtype=bool)                                 # N x S
         self.tag = np.zeros(0, dtype=np.int64)       # N: which add() filled the slot (unique)
+        self.origin = np.zeros(0, dtype=np.int64)    # N: where the slot's numbers are on the device (device.py)
         self._added = 0
         self.version = 0        # bumped whenever the memory changes (device copies go stale)
 
@@ -63,6 +68,7 @@ class Memory:
         self.keys = _grown(self.keys, (capacity, length, self.keys.shape[2]), self.n)
         self.mask = _grown(self.mask, (capacity, length), self.n)
         self.tag = _grown(self.tag, (capacity,), self.n)
+        self.origin = _grown(self.origin, (capacity,), self.n)
         self.capacity, self.length = capacity, length
         self.version += 1
 
@@ -79,8 +85,9 @@ class Memory:
             self.length = length
             self.version += 1
 
-    def add(self, annotations: np.ndarray, keys: np.ndarray) -> int:
-        """Store one encoded sentence (src_len x 2n, src_len x K); returns its slot."""
+    def add(self, annotations: np.ndarray, keys: np.ndarray, origin: int = 0) -> int:
+        """Store one encoded sentence (src_len x 2n, src_len x K; on the device path
+        src_len x 0, its numbers being at `origin` on the device); returns its slot."""
         slot, n = self.n, annotations.shape[0]
         self.reserve(slot + 1, n)
         self.annotations[slot, :n] = annotations
@@ -90,6 +97,7 @@ class Memory:
         self.mask[slot] = False
         self.mask[slot, :n] = True
         self.tag[slot] = self._added
+        self.origin[slot] = origin
         self._added += 1
         self.n += 1
         self.version += 1
@@ -100,7 +108,7 @@ class Memory:
         moves = _compact(self.n, slots)
         if moves:
             src, dst = np.array(list(moves)), np.array(list(moves.values()))
-            for array in (self.annotations, self.keys, self.mask, self.tag):
+            for array in (self.annotations, self.keys, self.mask, self.tag, self.origin):
                 array[dst] = array[src]
         self.n -= len(slots)
         self.version += 1
@@ -168,11 +176,12 @@ class Rows:
         self.steps = np.zeros(0, dtype=np.int64)         # R: tokens generated so far
         self.kind = np.zeros(0, dtype=np.int8)           # R: greedy, forced or beam (decoding.py)
         self.limit = np.zeros(0, dtype=np.int64)         # R: the sentence's max_length
+        self.origin = np.zeros(0, dtype=np.int64)        # R: where the row's state is on the device (device.py)
         self.tokens = np.zeros((0, 0), dtype=np.int64)   # R x T
         self.log_probs = np.zeros((0, 0), dtype=np.float32)   # R x T
         self.alpha = np.zeros((0, 0, 0), dtype=np.float32)    # R x T x S
 
-    _PER_ROW = ("prev", "slot", "score", "steps", "kind", "limit")
+    _PER_ROW = ("prev", "slot", "score", "steps", "kind", "limit", "origin")
     _HISTORY = ("tokens", "log_probs", "alpha")
 
     def reserve(self, n: int, steps: int, length: int) -> None:
@@ -199,7 +208,7 @@ class Rows:
 
     def copy(self, dst: np.ndarray, src: np.ndarray, steps: np.ndarray, lengths: np.ndarray) -> None:
         """Rows `dst` become copies of rows `src` (a beam's children of their parents): the
-        state and what the sentence fixes (slot, kind, limit; prev, score and steps are the
+        state (on the device path its origin) and what the sentence fixes (slot, kind, limit; prev, score and steps are the
         caller's to set), and each pair's first `steps` entries of history, α over its
         sentence's first `lengths` source positions (nothing reads α beyond a row's source)."""
         for array in self._inherited():
@@ -237,7 +246,7 @@ class Rows:
 
     def _inherited(self) -> list[np.ndarray]:
         """What a beam's child takes from its parent; the caller sets prev, score and steps."""
-        return [self.slot, self.kind, self.limit, *self.state.values()]
+        return [self.slot, self.kind, self.limit, self.origin, *self.state.values()]
 
     def _row_arrays(self) -> list[np.ndarray]:
         return [getattr(self, name) for name in self._PER_ROW] + list(self.state.values())

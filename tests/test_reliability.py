@@ -325,7 +325,8 @@ def test_chaos_every_call_is_accounted_for_on_both_sides(tiny_model):
     allowed = {"valid": {"OK", refused}, "slow": {"OK", refused}, "empty": {"INVALID_ARGUMENT", refused},
                "bad_option": {"INVALID_ARGUMENT", refused}, "unknown_model": {"NOT_FOUND", refused},
                "garbage": {"INVALID_ARGUMENT", refused}, "oversize": {"RESOURCE_EXHAUSTED (transport)"},
-               "deadline_1ms": {"DEADLINE_EXCEEDED", "OK", refused}, "cancelled": {"CANCELLED", refused},
+               # a late cancel finds the answer there (1 in 3 runs since steps got faster):
+               "deadline_1ms": {"DEADLINE_EXCEEDED", "OK", refused}, "cancelled": {"CANCELLED", "OK", refused},
                "stream": {"OK"}, "health": {"OK"}, "models": {"OK"}}
     for kind, codes in by_kind.items():
         assert set(codes) <= allowed[kind], table
