@@ -25,10 +25,15 @@ def _rounded(length: int) -> int:
     return (length + 7) // 8 * 8
 
 
-def _head(array: np.ndarray, length: int) -> np.ndarray:
-    """The first `length` source positions of every slot or row, contiguous (ONNX Runtime
-    would copy a strided view at every step)."""
-    return np.ascontiguousarray(array[:, :length])
+def _head(array: np.ndarray, length: int, live: int) -> np.ndarray:
+    """The first `length` source positions of the first `live` slots or rows, contiguous
+    (ONNX Runtime would copy a strided view at every step), in an array of the same
+    capacity whose other entries are zeros: copying only the live entries made beam 5's
+    memory shrinks 2.9 -> 1.0 ms each
+    (139 -> 46 ms over the test verses at beam 5: the capacity is often several times the live rows)."""
+    out = np.zeros((array.shape[0], length, *array.shape[2:]), dtype=array.dtype)
+    out[:live] = array[:live, :length]
+    return out
 
 
 def _grown(array: np.ndarray, shape: tuple[int, ...], live: int) -> np.ndarray:
@@ -81,7 +86,7 @@ class Memory:
         length = _rounded(longest)
         if self.length > 16 and length <= self.length * 7 // 8:
             arrays = (self.annotations, self.keys, self.mask)
-            self.annotations, self.keys, self.mask = (_head(a, length) for a in arrays)
+            self.annotations, self.keys, self.mask = (_head(a, length, self.n) for a in arrays)
             self.length = length
             self.version += 1
 
@@ -140,8 +145,9 @@ class RowMemory:
         if memory.length < self.length and len(self.tag) >= R:    # the memory shrank: so do the copies
             L = self.length = memory.length
             arrays = (self.annotations, self.keys, self.mask)
-            self.annotations, self.keys, self.mask = (_head(a, L) for a in arrays)
+            self.annotations, self.keys, self.mask = (_head(a, L, R) for a in arrays)
             np.minimum(self.filled, L, out=self.filled)
+            self.tag[R:], self.filled[R:] = -1, 0          # rows past R were not copied
         if self.length != memory.length or len(self.tag) < R:
             capacity = max(R, 2 * len(self.tag) if R > len(self.tag) else len(self.tag), 8)
             self.annotations = np.zeros((capacity, memory.length, memory.annotations.shape[2]), np.float32)
