@@ -48,6 +48,7 @@ from .train import load_model
 
 OPSET = 17
 STEP_STATE = {"state": "new_state"}   # recurrent input -> the output that replaces it next step
+INITIAL_STATE = {"state": "init_state"}   # recurrent input -> the encoder output that starts it
 PARITY_TOPK = 5                        # k of the teacher-forced parity steps
 
 
@@ -397,6 +398,7 @@ def export(checkpoint: Path, tokenizer: Path, out_dir: Path, name: str, source_l
             "tokenizer": MODEL_FILE, "vocab_size": len(tok),
             "special_ids": {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID, "eos": EOS_ID},
             "dimensions": model.cfg.to_dict(), "graphs": graphs, "step_state": dict(STEP_STATE),
+            "initial_state": dict(INITIAL_STATE),
             "opset": OPSET, "files": file_entries(tmp, files), "training": training or {}, "evaluation": {},
         }
         contract = placeholder_contract(training)

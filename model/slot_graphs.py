@@ -10,7 +10,9 @@ instead of through the host.
 - `rows_gather_<rank>.onnx`: a per-row tensor (the step state) as Gather(Concat(old, new),
   index), for tensors of that rank: the rows a beam copies, keeps, or gives up, and the
   joining sentences' initial states. Ranks 2 to 4, so a step state that is not an RNN's
-  (a Transformer's self-attention cache) goes through the same path.
+  (a Transformer's self-attention cache, [R,T,d]) goes through the same path: from rank 3
+  both parts are first padded with zeros on the left of axis 1 (or cut there) to `length`
+  entries, the manifest's alignment of caches of different ages (service/manifest.py).
 
 ONNX Runtime has no in-place update, so each gather writes a new buffer; on a GPU that
 costs microseconds, and it runs only on the steps where rows join, leave or move.
@@ -77,14 +79,32 @@ def memory_gather() -> onnx.ModelProto:
     return _model(nodes, "memory_gather", inputs, outputs, constants)
 
 
+def _to_length_left(x: str, rank: int, nodes: list) -> str:
+    """x zero-padded (or cut) on the left of axis 1 to `length` entries."""
+    short, pads, out = f"{x}_short", f"{x}_pads", f"{x}_sized"
+    zeros = ["zero"] * (rank - 2)
+    nodes += [helper.make_node("Shape", [x], [f"{x}_has"], start=1, end=2),
+              helper.make_node("Sub", ["length1", f"{x}_has"], [short]),
+              helper.make_node("Concat", ["zero", short, *zeros, "zero", "zero", *zeros], [pads], axis=0),
+              helper.make_node("Pad", [x, pads], [out])]
+    return out
+
+
 def rows_gather(rank: int) -> onnx.ModelProto:
     inputs = [helper.make_tensor_value_info("old", TensorProto.FLOAT, _dims("A", rank, "x")),
               helper.make_tensor_value_info("new", TensorProto.FLOAT, _dims("B", rank, "x")),
               helper.make_tensor_value_info("index", TensorProto.INT64, ["N"])]
-    nodes = [helper.make_node("Concat", ["old", "new"], ["both"], axis=0),
-             helper.make_node("Gather", ["both", "index"], ["rows"], axis=0)]
+    nodes, constants, parts = [], [], ["old", "new"]
+    if rank >= 3:
+        inputs.append(helper.make_tensor_value_info("length", TensorProto.INT64, []))
+        nodes.append(helper.make_node("Reshape", ["length", "one"], ["length1"]))
+        constants = [helper.make_tensor("zero", TensorProto.INT64, [1], [0]),
+                     helper.make_tensor("one", TensorProto.INT64, [1], [1])]
+        parts = [_to_length_left(x, rank, nodes) for x in parts]
+    nodes += [helper.make_node("Concat", parts, ["both"], axis=0),
+              helper.make_node("Gather", ["both", "index"], ["rows"], axis=0)]
     outputs = [helper.make_tensor_value_info("rows", TensorProto.FLOAT, _dims("N", rank, "x"))]
-    return _model(nodes, f"rows_gather_{rank}", inputs, outputs, [])
+    return _model(nodes, f"rows_gather_{rank}", inputs, outputs, constants)
 
 
 def graphs() -> dict[str, onnx.ModelProto]:

@@ -221,8 +221,7 @@ class DecodeBatch:
             search.slot = memory.add(annotations, keys, origin)
             (row,) = rows.add(1)
             rows.origin[row] = origin
-            for name, value in state.items():
-                rows.state[name][row] = value
+            rows.put_state(row, state)
             rows.prev[row], rows.slot[row], rows.score[row], rows.steps[row] = self.engine.bos_id, search.slot, 0, 0
             rows.kind[row], rows.limit[row] = search.kind, search.max_length
             search.rows = [int(row)]
@@ -337,8 +336,8 @@ class DecodeBatch:
         bias = None if slot_bias is None else slot_bias[rows.slot[:R]]   # R x C (or V)
         state = ({n: a[:R] for n, a in rows.state.items()} if self._device is None
                  else self._device.step_state(rows))
-        out = engine.step(rows.prev[:R], state, step_memory, k,
-                          forced_next, memory_index, vocab_bias=bias, candidates=candidates, idle=idle)
+        out = engine.step(rows.prev[:R], state, step_memory, k, forced_next, memory_index, vocab_bias=bias,
+                          candidates=candidates, idle=idle, positions=rows.steps[:R] if engine.positions else None)
 
         t = rows.steps[:R].copy()                                          # R: where this step writes
         S = out.alpha.shape[1]
@@ -348,8 +347,7 @@ class DecodeBatch:
         if S < rows.length:
             rows.alpha[everyone, t, S:] = 0
         if self._device is None:
-            for name, value in out.state.items():
-                rows.state[name][:R] = value
+            rows.store_state(out.state, R)
         else:
             self._device.keep(out.state)
 

@@ -107,8 +107,12 @@ class DeviceSlots:
                                                ("annotations", "keys", "src_mask")))
 
     def _gather_rows(self, old: ort.OrtValue, new: ort.OrtValue, index: np.ndarray) -> ort.OrtValue:
-        graph = self.engine.slot_graph(f"rows_gather_{len(old.shape())}.onnx")
-        (rows,) = self.engine.run_on_device(graph, {"old": old, "new": new}, {"index": index}, ("rows",))
+        rank = len(old.shape())
+        host = {"index": index}
+        if rank >= 3:       # caches of different ages: aligned on the right, as long as the longer
+            host["length"] = np.array(max(old.shape()[1], new.shape()[1]), np.int64)
+        (rows,) = self.engine.run_on_device(self.engine.slot_graph(f"rows_gather_{rank}.onnx"),
+                                            {"old": old, "new": new}, host, ("rows",))
         return rows
 
     def _empty_like(self, value: ort.OrtValue) -> ort.OrtValue:

@@ -19,8 +19,9 @@ import numpy as np
 import onnxruntime as ort
 
 from .errors import ModelLoadError
-from .manifest import (DECODER_INPUTS, DECODER_OUTPUTS, ENCODER_INPUTS, ENCODER_OUTPUTS, SHARED_DECODER_INPUTS,
-                       SHARED_SHORTLIST_DECODER_INPUTS, SHORTLIST_DECODER_INPUTS, Manifest, load_manifest)
+from .manifest import (DECODER_INPUTS, DECODER_OUTPUTS, ENCODER_INPUTS, MEMORY_OUTPUTS, POSITIONS,
+                       SHARED_DECODER_INPUTS, SHARED_SHORTLIST_DECODER_INPUTS, SHORTLIST_DECODER_INPUTS, Manifest,
+                       load_manifest)
 from .shortlist import Shortlist
 from .slots import Memory, RowMemory
 from .tokenizer import Tokenizer
@@ -106,11 +107,18 @@ class Engine:
             raise ModelLoadError(f"{self.model_dir}: tokenizer has {len(self.tokenizer)} pieces, "
                                  f"manifest says vocab_size {self.manifest.vocab_size}")
         self.state_names = dict(self.manifest.step_state)       # input -> output that replaces it
+        self.initial_state = dict(self.manifest.initial_state)  # input -> encoder output that starts it
+        if set(self.initial_state) != set(self.state_names):
+            raise ModelLoadError(f"{self.model_dir}: manifest step_state {sorted(self.state_names)} and "
+                                 f"initial_state {sorted(self.initial_state)} must name the same state inputs")
+        self.encoder_outputs = MEMORY_OUTPUTS + tuple(self.initial_state.values())
         extra = tuple(n for n in self.state_names if n not in DECODER_INPUTS)
         self.providers = self._providers(options.device, options.precision)
         self._openvino = _openvino_devices() if options.device == "openvino" else None
-        self.encoder = self._session("encoder", ENCODER_INPUTS, ENCODER_OUTPUTS)
+        self.positions = False      # set from decoder_step: whether the step graphs take POSITIONS
+        self.encoder = self._session("encoder", ENCODER_INPUTS, self.encoder_outputs)
         self.decoder = self._session("decoder_step", DECODER_INPUTS + extra, DECODER_OUTPUTS)
+        self.positions = POSITIONS in {i.name for i in self.decoder.get_inputs()}
         # The same graph with spinning threads, for steps while the server is idle (a lone
         # sentence: 0.85x its latency); without spinning under load, when the event loop
         # needs the cores (docs/benchmarks.md). 30-50 MB more resident memory.
@@ -212,6 +220,12 @@ class Engine:
         names_out = tuple(o.name for o in session.get_outputs())
         want_out = outputs + tuple(o for o in self.state_names.values() if o not in outputs) if graph != "encoder" \
             else outputs
+        if graph != "encoder" and POSITIONS in names_in:       # optional: each row's step
+            if graph != "decoder_step" and not self.positions:
+                raise ModelLoadError(f"{path}: takes {POSITIONS!r} where decoder_step does not")
+            inputs = inputs + (POSITIONS,)
+        elif graph != "encoder" and graph != "decoder_step" and self.positions:
+            raise ModelLoadError(f"{path}: does not take {POSITIONS!r} where decoder_step does")
         if set(names_in) != set(inputs) or set(names_out) != set(want_out):
             raise ModelLoadError(f"{path}: graph has inputs {names_in} and outputs {names_out}, "
                                  f"expected {inputs} -> {want_out}")
@@ -226,15 +240,15 @@ class Engine:
 
     def encode(self, sources: list[list[int]]) -> Encoded:
         """Encode token id lists (each already ending with </s>)."""
-        annotations, keys, mask, init_state = self.encoder.run(list(ENCODER_OUTPUTS), self._source_feeds(sources))
-        return Encoded(annotations, keys, mask, {"state": init_state})
+        annotations, keys, mask, *init = self.encoder.run(list(self.encoder_outputs), self._source_feeds(sources))
+        return Encoded(annotations, keys, mask, dict(zip(self.initial_state, init)))
 
     def encode_on_device(self, sources: list[list[int]]) -> tuple:
         """`encode` with its outputs left on the execution device (the device path):
         (annotations, keys, src_mask, {state name: initial state}) as OrtValues."""
-        annotations, keys, mask, init_state = self.run_on_device(self.encoder, {}, self._source_feeds(sources),
-                                                                 ENCODER_OUTPUTS)
-        return annotations, keys, mask, {"state": init_state}
+        annotations, keys, mask, *init = self.run_on_device(self.encoder, {}, self._source_feeds(sources),
+                                                            self.encoder_outputs)
+        return annotations, keys, mask, dict(zip(self.initial_state, init))
 
     def slot_graph(self, name: str) -> ort.InferenceSession:
         """One of the service's slot graphs (`SLOT_GRAPHS`), on this engine's device."""
@@ -274,7 +288,7 @@ class Engine:
     def step(self, prev_tokens: np.ndarray, state: dict[str, np.ndarray], memory: tuple, k: int,
              forced_tokens: np.ndarray, memory_index: np.ndarray | None = None,
              vocab_bias: np.ndarray | None = None, candidates: np.ndarray | None = None,
-             idle: bool = False) -> StepOutput:
+             idle: bool = False, positions: np.ndarray | None = None) -> StepOutput:
         """One decoder step for R rows.
 
         memory: (annotations, keys, src_mask), numpy arrays or OrtValues on the device;
@@ -286,6 +300,7 @@ class Engine:
         candidates: vocabulary ids [C] the output layer runs over (the shortlist graphs);
         vocab_bias is then 1 x C or R x C, forced_tokens positions in candidates.
         idle: the machine has cores to spare (EngineOptions.idle_spinning); same answers.
+        positions: R, each row's step, for graphs that take it (`self.positions`).
         """
         if candidates is not None:
             session = (self._graph("decoder_step_shortlist", SHORTLIST_DECODER_INPUTS) if memory_index is None
@@ -301,6 +316,8 @@ class Engine:
             feeds["memory_index"] = memory_index
         if candidates is not None:
             feeds["candidates"] = candidates
+        if self.positions:
+            feeds[POSITIONS] = positions
         names = list(DECODER_OUTPUTS) + [o for o in self.state_names.values() if o not in DECODER_OUTPUTS]
         if not self.io_binding:
             feeds.update(state)

@@ -28,8 +28,18 @@ log-probabilities: log_probs = log_softmax(logits + vocab_bias) (the bias is
 the rest); the graph returns the k best per row (sorted, best first) and the
 log-probability of each row's `forced_tokens` entry (forced alignment).
 `step_state` in the manifest maps each recurrent state input to the output that
-replaces it next step ({"state": "new_state"} for RNNsearch), so the decode loop
-carries state without knowing what it holds.
+replaces it next step ({"state": "new_state"} for RNNsearch), and `initial_state`
+each of them to the encoder output that starts it ({"state": "init_state"}), so
+the decode loop carries state without knowing what it holds. Nothing in the loop
+assumes an RNN (issue 10 §8), so another attention architecture fits the same
+worker:
+- a step graph may take `positions[R]` int64, each row's step (0 at the first);
+- a state tensor of per-row rank 2 or more (a Transformer decoder's self-attention
+  cache, [R,T,d]) may grow along axis 1 from step to step. Rows of different ages
+  share the batch's T: a shorter cache is padded with zeros on the left, so every
+  row's newest entry is last and a row's own entries are its last positions[r]
+  (or however many its initial state had, plus one per step); the graph masks the
+  rest itself.
 
 Schema 1 (a step returning log_probs[R,V]) is refused with a pointer to
 `attnmt upgrade-model DIR`, which re-exports from the directory's checkpoint.pt.
@@ -51,6 +61,8 @@ MANIFEST = "manifest.json"
 
 ENCODER_INPUTS = ("src_tokens", "src_lengths")
 ENCODER_OUTPUTS = ("annotations", "keys", "src_mask", "init_state")
+MEMORY_OUTPUTS = ENCODER_OUTPUTS[:3]         # then one output per step state (manifest `initial_state`)
+POSITIONS = "positions"                      # an optional step input: each row's step
 DECODER_INPUTS = ("prev_tokens", "state", "annotations", "keys", "src_mask", "vocab_bias", "k", "forced_tokens")
 SHARED_DECODER_INPUTS = DECODER_INPUTS + ("memory_index",)
 DECODER_OUTPUTS = ("topk_log_probs", "topk_ids", "forced_log_probs", "new_state", "alpha")
@@ -90,6 +102,7 @@ class Manifest(BaseModel):
     dimensions: dict[str, Any] = Field(default_factory=dict)
     graphs: dict[str, str] = Field(default_factory=lambda: dict(GRAPHS))
     step_state: dict[str, str] = Field(default_factory=lambda: {"state": "new_state"})
+    initial_state: dict[str, str] = Field(default_factory=lambda: {"state": "init_state"})  # state -> encoder output
     # Placeholder protection the model was trained for (model/placeholders.py): the regular
     # expression, the sentinel format ("⦃{}⦄") and how many numbered sentinels exist.
     placeholders: dict[str, Any] | None = None

@@ -206,6 +206,31 @@ class Rows:
         self.alpha = _grown(self.alpha, (capacity, max_steps, length), self.n)
         self.capacity, self.max_steps, self.length = capacity, max_steps, length
 
+    def put_state(self, row: int, state: dict[str, np.ndarray]) -> None:
+        """A joining row's initial state. A per-row state of rank 2 or more whose first axis
+        differs from the batch's (a cache, manifest.py) is aligned on the right: the shorter
+        one is padded with zeros on the left, the batch's if the row's is longer."""
+        for name, value in state.items():
+            array = self.state[name]
+            if value.ndim >= 2 and value.shape[0] != array.shape[1]:
+                if value.shape[0] > array.shape[1]:
+                    grown = np.zeros((self.capacity, *value.shape), dtype=array.dtype)
+                    grown[:self.n, value.shape[0] - array.shape[1]:] = array[:self.n]
+                    array = self.state[name] = grown
+                array[row, :array.shape[1] - value.shape[0]] = 0
+                array[row, array.shape[1] - value.shape[0]:] = value
+            else:
+                array[row] = value
+
+    def store_state(self, state: dict[str, np.ndarray], n: int) -> None:
+        """A step's new state for rows [0, n); a state whose shape changed (a cache that grew
+        by a step) takes a new array."""
+        for name, value in state.items():
+            array = self.state[name]
+            if array.shape[1:] != value.shape[1:]:
+                array = self.state[name] = np.zeros((self.capacity, *value.shape[1:]), dtype=array.dtype)
+            array[:n] = value
+
     def add(self, count: int) -> np.ndarray:
         """Append `count` rows (reserve first); returns their indices."""
         rows = np.arange(self.n, self.n + count)

@@ -57,12 +57,27 @@ def test_the_memory_graph_cuts_pads_and_gathers(old_rows, new_rows, length):
 
 @pytest.mark.parametrize("rank", slot_graphs.ROW_RANKS)
 def test_the_rows_graph_gathers_old_and_new_rows(rank):
+    """From rank 3 (a cache per row) both parts are first aligned on the right: padded with
+    zeros on the left of axis 1, or cut there, to `length` entries."""
     session = ort.InferenceSession(str(SLOT_GRAPHS / f"rows_gather_{rank}.onnx"), providers=["CPUExecutionProvider"])
     rng = np.random.default_rng(rank)
-    old, new = rng.random((4, *[3] * (rank - 1)), np.float32), rng.random((2, *[3] * (rank - 1)), np.float32)
+    rest = [3] * (rank - 2)
+    old, new = rng.random((4, 5, *rest), np.float32), rng.random((2, 2, *rest), np.float32)
+    if rank == 2:
+        new = rng.random((2, 5), np.float32)
     index = np.array([5, 0, 0, 3, 4])
-    (got,) = session.run(["rows"], {"old": old, "new": new, "index": index})
-    assert np.array_equal(got, np.concatenate([old, new])[index])
+    for length in ((5,) if rank == 2 else (5, 7, 4)):
+        feeds = {"old": old, "new": new, "index": index}
+        if rank >= 3:
+            feeds["length"] = np.array(length, np.int64)
+
+        def right(x):
+            out = np.zeros((x.shape[0], length, *x.shape[2:]), np.float32)
+            n = min(length, x.shape[1])
+            out[:, length - n:] = x[:, x.shape[1] - n:]
+            return out
+        (got,) = session.run(["rows"], feeds)
+        assert np.array_equal(got, np.concatenate([right(old), right(new)])[index])
 
 
 def _drive(engine, translator, plan):
