@@ -248,7 +248,7 @@ def read(entry: str, html: bool, split: bool, language: str, placeholders: bool 
 
 
 def translate_documents(translator: Translator, entries: list[str], html: bool, split: bool,
-                        options: SearchOptions = SearchOptions(), max_rows: int = 64,
+                        options: SearchOptions = SearchOptions(), max_rows: int | None = None,
                         replace_unk: bool = False) -> list[Document]:
     """Offline: every sentence of every entry in one decode."""
     language = translator.engine.manifest.source_language

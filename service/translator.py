@@ -155,14 +155,14 @@ class Translator:
                 score=hyp.score, alignment=alignment, source_tokens=sources, quality_model=quality))
         return glossary.apply(translation) if glossary is not None else translation
 
-    def translate(self, texts: list[str], options: SearchOptions = SearchOptions(), max_rows: int = 64,
+    def translate(self, texts: list[str], options: SearchOptions = SearchOptions(), max_rows: int | None = None,
                   replace_unk: bool = False, glossary=None) -> list[Translation]:
         """Offline batch translation (the server schedules instead)."""
         searches = [self.search(t, options) for t in texts]
         decode_all(self.engine, searches, max_rows)
         return [self.result(t, s, replace_unk, glossary) for t, s in zip(texts, searches)]
 
-    def align(self, pairs: list[tuple[str, str]], max_rows: int = 64) -> list[Translation]:
+    def align(self, pairs: list[tuple[str, str]], max_rows: int | None = None) -> list[Translation]:
         """Forced alignment: score and align given targets."""
         searches = [self.search(s, SearchOptions(), target=t) for s, t in pairs]
         decode_all(self.engine, searches, max_rows)

@@ -384,3 +384,18 @@ def test_cuda_gives_the_cpu_answers(tiny_model, translator):
             for x, y in zip(a.hypotheses, b.hypotheses):
                 assert np.abs(x.alignment - y.alignment).max() < 1e-4
                 assert abs(x.score - y.score) < 1e-4
+
+
+def test_offline_beams_take_more_rows_per_step_than_greedy(engine, translator, monkeypatch):
+    """decode_all's default: 64 rows a step for greedy, 96 with beams (measured faster)."""
+    from attnmt.service import decoding
+    texts = [s for s, _ in synthetic_corpus(100, seed=11)]
+    seen: list[int] = []
+    original = Engine.step
+    monkeypatch.setattr(Engine, "step",
+                        lambda self, prev, *a, **k: seen.append(len(prev)) or original(self, prev, *a, **k))
+    translator.translate(texts, SearchOptions())
+    assert max(seen) == decoding.OFFLINE_ROWS == 64
+    seen.clear()
+    translator.translate(texts, SearchOptions(beam_size=5))
+    assert decoding.OFFLINE_ROWS < max(seen) <= decoding.OFFLINE_BEAM_ROWS == 96
