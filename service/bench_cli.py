@@ -1,5 +1,5 @@
-"""`attnmt bench overload` and `attnmt bench soak`: the serving-side load benchmarks'
-arguments. The `bench` group belongs to `attnmt.model.cli`, which adds these; the
+"""`attnmt bench overload`, `attnmt bench soak` and `attnmt bench order`: the serving-side
+benchmarks' arguments. The `bench` group belongs to `attnmt.model.cli`, which adds these; the
 modules that run them (grpc, numpy, the client) are imported only when one runs, so
 they cost `attnmt translate` and `attnmt serve` nothing at start-up."""
 
@@ -12,6 +12,11 @@ from pathlib import Path
 def _overload(args: argparse.Namespace) -> int:
     from .overload import cmd_bench_overload
     return cmd_bench_overload(args)
+
+
+def _order(args: argparse.Namespace) -> int:
+    from .bench_order import cmd_bench_order
+    return cmd_bench_order(args)
 
 
 def _soak(args: argparse.Namespace) -> int:
@@ -52,3 +57,12 @@ def register(bench: argparse._SubParsersAction) -> None:
     b.add_argument("--sample-every", type=float, default=5.0, help="seconds between memory samples")
     b.add_argument("--json", type=Path, help="also write the report here")
     b.set_defaults(func=_soak)
+    b = bench.add_parser("order", help="the decoder alone (no gRPC) on the test sentences longest first, as offline, "
+                                       "and in a server's random order: what the mix costs")
+    model_and_data_arguments(b)
+    b.add_argument("--repeats", type=int, default=3)
+    b.add_argument("--joiners", type=int, help="sentences that join a running batch at a time "
+                                               "(default: the server's min_joiners)")
+    b.add_argument("--rows", type=int, help="rows a step at most (default: the server's max_batch_rows)")
+    b.add_argument("--json", type=Path, help="also write the report here")
+    b.set_defaults(func=_order)

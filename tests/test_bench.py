@@ -158,3 +158,15 @@ def test_timed_engine_changes_nothing_but_counts(engine):
 def test_spread_keeps_the_ends_and_the_order():
     assert spread(list(range(10)), 5) == [0, 2, 4, 6, 8]
     assert spread(list(range(3)), 5) == [0, 1, 2] and spread(list(range(3)), None) == [0, 1, 2]
+
+
+def test_bench_order(tiny_model, data, capsys, tmp_path):
+    report, table = bench(capsys, tmp_path, "order", "--model", str(tiny_model), "--data", str(data),
+                          "--sentences", "10", "--repeats", "1", "--rows", "4")
+    assert report["sentences"] == 10 and report["joiners"] == 4 and report["rows"] == 4
+    for order in ("longest first", "random"):
+        run = report["orders"][order]
+        assert positive(run["seconds"], run["encode_s"], run["step_s"], run["steps"], run["mean_memory_length"])
+        assert 0 < run["mean_rows"] <= 4
+    assert positive(*report["random_over_longest_first"].values())
+    assert "| CPU seconds |" in table
