@@ -171,7 +171,7 @@ class DecodeBatch:
         self.rows: Rows | None = None
         self._owner: list[Search | None] = []     # row -> its sentence
         self._device = DeviceSlots(engine) if engine.io_binding else None   # the device path's buffers
-        self._row_memory = RowMemory()            # beam rows' memory, without IO binding
+        self._row_memory = RowMemory()            # beam rows' memory, off the device path
         self._kinds: tuple | None = None          # _by_kind's answer until sentences join or leave
         self._choice: tuple | None = None         # (memory version, candidates, bias per memory slot)
         self._masks: dict[int, np.ndarray] = {}   # search id -> its shortlist as a bias over the vocabulary

@@ -139,6 +139,7 @@ class Engine:
         # renormalises over the rest (their probability is ~0 after training).
         self.default_bias = np.zeros((1, self.vocab_size), dtype=np.float32)    # 1 x V
         self.default_bias[0, [self.pad_id, self.bos_id]] = -np.inf
+        self._device_bias = self.upload(self.default_bias)[0] if self.io_binding else None   # uploaded once
         self.shortlist: Shortlist | None = None
         if options.shortlist and self.manifest.shortlist:
             self.shortlist = Shortlist(self.model_dir / self.manifest.shortlist["file"], self.vocab_size,
@@ -310,7 +311,8 @@ class Engine:
             if idle and memory_index is None and self._idle_decoder is not None:
                 session = self._idle_decoder
         feeds = {"prev_tokens": prev_tokens,
-                 "vocab_bias": self.default_bias if vocab_bias is None else vocab_bias,
+                 "vocab_bias": vocab_bias if vocab_bias is not None
+                 else self.default_bias if self._device_bias is None else self._device_bias,
                  "k": np.array([k], dtype=np.int64), "forced_tokens": forced_tokens}
         if memory_index is not None:
             feeds["memory_index"] = memory_index
