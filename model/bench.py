@@ -35,7 +35,7 @@ from pathlib import Path
 
 from attnmt.service.decoding import Search, SearchOptions, decode_all
 from attnmt.service.engine import Engine, EngineOptions
-from attnmt.service.loadtest import describe, format_targets, machine, spread, target
+from attnmt.service.loadtest import TimedEngine, describe, format_targets, machine, spread, target
 from attnmt.service.manifest import load_manifest
 from attnmt.service.translator import Translator
 
@@ -133,49 +133,6 @@ def main(model_dir: Path, data_dir: Path, sentences: int, repeats: int, threads:
 # --- attnmt bench offline -----------------------------------------------------
 
 APERTIUM_MISSING = "apertium is not installed (apt-get install apertium apertium-eng-spa)"
-
-
-class TimedEngine:
-    """An Engine whose `encode` and `step` calls are timed; everything else passes through.
-    The time inside them is ONNX Runtime plus building its feeds (a dict, a few small arrays,
-    and for beam rows their memory copies, `row_memory`, which the step graph gathered itself
-    before; also reported on their own)."""
-
-    def __init__(self, engine: Engine):
-        self._engine = engine
-        self.reset()
-
-    def reset(self) -> None:
-        self.encode_seconds = self.step_seconds = self.row_memory_seconds = 0.0
-        self.steps = self.rows = 0
-
-    def __getattr__(self, name: str):
-        return getattr(self._engine, name)
-
-    def encode(self, sources: list[list[int]]):
-        start = time.perf_counter()
-        try:
-            return self._engine.encode(sources)
-        finally:
-            self.encode_seconds += time.perf_counter() - start
-
-    def row_memory(self, *args):
-        start = time.perf_counter()     # the step's memory feeds for beam rows (slots.RowMemory)
-        try:
-            return self._engine.row_memory(*args)
-        finally:
-            elapsed = time.perf_counter() - start
-            self.step_seconds += elapsed
-            self.row_memory_seconds += elapsed
-
-    def step(self, prev_tokens, *args, **kwargs):
-        start = time.perf_counter()
-        try:
-            return self._engine.step(prev_tokens, *args, **kwargs)
-        finally:
-            self.step_seconds += time.perf_counter() - start
-            self.steps += 1
-            self.rows += len(prev_tokens)
 
 
 def attnmt_command() -> list[str]:

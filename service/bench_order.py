@@ -23,41 +23,11 @@ import numpy as np
 from .corpus import read_split
 from .decoding import DecodeBatch, Search, SearchOptions, decode_all
 from .engine import Engine, EngineOptions
-from .loadtest import cpu_seconds_self, describe, machine, spread
+from .loadtest import TimedEngine, cpu_seconds_self, describe, machine, spread
 from .manifest import load_manifest
 from .translator import Translator
 
 ORDERS = ("longest first", "random")
-
-
-class _Counted:
-    """An engine whose encode and step calls are timed, and whose steps' rows and memory
-    length are counted (a wrapper: the decode is unchanged)."""
-
-    def __init__(self, engine: Engine):
-        self._engine = engine
-        self.encode_s = self.step_s = 0.0
-        self.steps = self.rows = self.positions = 0
-
-    def __getattr__(self, name: str):
-        return getattr(self._engine, name)
-
-    def encode(self, sources):
-        start = time.perf_counter()
-        try:
-            return self._engine.encode(sources)
-        finally:
-            self.encode_s += time.perf_counter() - start
-
-    def step(self, prev_tokens, state, memory, *args, **kwargs):
-        start = time.perf_counter()
-        try:
-            return self._engine.step(prev_tokens, state, memory, *args, **kwargs)
-        finally:
-            self.step_s += time.perf_counter() - start
-            self.steps += 1
-            self.rows += len(prev_tokens)
-            self.positions += memory[0].shape[1]
 
 
 def server_order(engine, searches: list[Search], joiners: int, rows: int) -> None:
@@ -74,15 +44,14 @@ def server_order(engine, searches: list[Search], joiners: int, rows: int) -> Non
 
 
 def run(model_dir: Path, texts: list[str], repeats: int, joiners: int, rows: int, seed: int = 1) -> dict:
-    engine = _Counted(Engine(model_dir, EngineOptions()))
+    engine = TimedEngine(Engine(model_dir, EngineOptions()))
     translator = Translator(engine, max_tokens=10_000)
     translator.translate(texts[:8])                                   # warm-up
     runs: dict[str, list[dict]] = {order: [] for order in ORDERS}
     for _ in range(repeats):
         for order in ORDERS:
             searches = [translator.search(t, SearchOptions()) for t in texts]
-            engine.encode_s = engine.step_s = 0.0
-            engine.steps = engine.rows = engine.positions = 0
+            engine.reset()
             cpu, start = cpu_seconds_self(), time.perf_counter()
             if order == "random":
                 random.Random(seed).shuffle(searches)
@@ -90,15 +59,16 @@ def run(model_dir: Path, texts: list[str], repeats: int, joiners: int, rows: int
             else:
                 decode_all(engine, searches, rows)
             runs[order].append({"seconds": time.perf_counter() - start, "cpu_s": cpu_seconds_self() - cpu,
-                                "encode_s": engine.encode_s, "step_s": engine.step_s, "steps": engine.steps,
+                                "encode_s": engine.encode_seconds, "step_s": engine.step_seconds,
+                                "steps": engine.steps,
                                 "mean_rows": engine.rows / engine.steps,
                                 "mean_memory_length": engine.positions / engine.steps})
     medians = {order: {key: round(float(np.median([r[key] for r in timings])), 5) for key in timings[0]}
                for order, timings in runs.items()}
     first, second = (medians[o] for o in ORDERS)
+    ratio = {"wall": round(second["seconds"] / first["seconds"], 3), "cpu": round(second["cpu_s"] / first["cpu_s"], 3)}
     return {"machine": machine(), "sentences": len(texts), "joiners": joiners, "rows": rows, "repeats": repeats,
-            "orders": medians, "random_over_longest_first": {
-                "wall": round(second["seconds"] / first["seconds"], 3), "cpu": round(second["cpu_s"] / first["cpu_s"], 3)}}
+            "orders": medians, "random_over_longest_first": ratio}
 
 
 def format_report(report: dict) -> str:

@@ -1,7 +1,7 @@
 """A decode batch's slot buffers on the execution device (issue 10 §3): the attention
 memory and the step state stay where the step graph runs, across steps and across
-sentences joining and leaving. Per step, only the previous tokens go to the device and
-the chosen ids, their scores and α come back.
+sentences joining and leaving. Per step, only the previous and forced tokens, k and the
+rows' memory index go to the device, and the chosen ids, their scores and α come back.
 
 The host keeps the layout: `slots.Memory` (built with no numbers, only its slots' masks
 and tags) and `slots.Rows` (with no state) move their entries as they do on the host
@@ -23,6 +23,7 @@ import numpy as np
 import onnxruntime as ort
 
 from .engine import Engine
+from .manifest import MEMORY_OUTPUTS
 from .slots import Memory, Rows
 
 
@@ -75,13 +76,10 @@ class DeviceSlots:
         origin = rows.origin[:R]
         before = next(iter(self.state.values())).shape()[0] if self.state else 0
         if self.joined_state or before != R or not np.array_equal(origin, np.arange(R)):
+            old = self.state or {name: self._empty_like(v) for name, v in self.joined_state.items()}
+            new = self.joined_state or {name: self._empty_like(v) for name, v in old.items()}
             index = self._index(origin, before)
-            if self.state:
-                self.state = {name: self._gather_rows(value, self.joined_state.get(name, self._empty_like(value)),
-                                                      index) for name, value in self.state.items()}
-            else:
-                self.state = {name: self._gather_rows(self._empty_like(value), value, index)
-                              for name, value in self.joined_state.items()}
+            self.state = {name: self._gather_rows(old[name], new[name], index) for name in old}
             self.joined_state = {}
             self.joined = 0
             rows.origin[:R] = np.arange(R)
@@ -100,19 +98,17 @@ class DeviceSlots:
         return np.where(origin >= 0, origin, before - 1 - origin).astype(np.int64)
 
     def _gather_memory(self, old: tuple, new: tuple, index: np.ndarray, length: int) -> tuple:
-        graph = self.engine.slot_graph("memory_gather.onnx")
-        feeds = {f"old_{name}": value for name, value in zip(("annotations", "keys", "src_mask"), old)}
-        feeds.update({f"new_{name}": value for name, value in zip(("annotations", "keys", "src_mask"), new)})
-        return tuple(self.engine.run_on_device(graph, feeds, {"index": index, "length": np.array(length, np.int64)},
-                                               ("annotations", "keys", "src_mask")))
+        feeds = {"index": index, "length": np.array(length, np.int64)}
+        for name, a, b in zip(MEMORY_OUTPUTS, old, new):
+            feeds[f"old_{name}"], feeds[f"new_{name}"] = a, b
+        return tuple(self.engine.run_on_device(self.engine.slot_graph("memory_gather.onnx"), feeds, MEMORY_OUTPUTS))
 
     def _gather_rows(self, old: ort.OrtValue, new: ort.OrtValue, index: np.ndarray) -> ort.OrtValue:
         rank = len(old.shape())
-        host = {"index": index}
+        feeds = {"old": old, "new": new, "index": index}
         if rank >= 3:       # caches of different ages: aligned on the right, as long as the longer
-            host["length"] = np.array(max(old.shape()[1], new.shape()[1]), np.int64)
-        (rows,) = self.engine.run_on_device(self.engine.slot_graph(f"rows_gather_{rank}.onnx"),
-                                            {"old": old, "new": new}, host, ("rows",))
+            feeds["length"] = np.array(max(old.shape()[1], new.shape()[1]), np.int64)
+        (rows,) = self.engine.run_on_device(self.engine.slot_graph(f"rows_gather_{rank}.onnx"), feeds, ("rows",))
         return rows
 
     def _empty_like(self, value: ort.OrtValue) -> ort.OrtValue:

@@ -247,7 +247,7 @@ class Engine:
     def encode_on_device(self, sources: list[list[int]]) -> tuple:
         """`encode` with its outputs left on the execution device (the device path):
         (annotations, keys, src_mask, {state name: initial state}) as OrtValues."""
-        annotations, keys, mask, *init = self.run_on_device(self.encoder, {}, self._source_feeds(sources),
+        annotations, keys, mask, *init = self.run_on_device(self.encoder, self._source_feeds(sources),
                                                             self.encoder_outputs)
         return annotations, keys, mask, dict(zip(self.initial_state, init))
 
@@ -261,16 +261,18 @@ class Engine:
             self._lazy[name] = ort.InferenceSession(str(SLOT_GRAPHS / name), sess_options=so, providers=providers)
         return self._lazy[name]
 
-    def run_on_device(self, session: ort.InferenceSession, device_feeds: dict[str, ort.OrtValue],
-                      host_feeds: dict[str, np.ndarray], outputs: tuple[str, ...]) -> list[ort.OrtValue]:
-        """Run a graph whose outputs stay on the execution device."""
+    def run_on_device(self, session: ort.InferenceSession, feeds: dict, outputs: tuple[str, ...],
+                      to_host: frozenset[str] = frozenset()) -> list[ort.OrtValue]:
+        """Run a graph with IO binding: feeds are numpy arrays (copied in) or OrtValues on the
+        device; the outputs stay on the execution device, but for those named in `to_host`."""
         binding = session.io_binding()
-        for name, value in device_feeds.items():
-            binding.bind_ortvalue_input(name, value)
-        for name, value in host_feeds.items():
-            binding.bind_cpu_input(name, np.ascontiguousarray(value))
+        for name, value in feeds.items():
+            if isinstance(value, np.ndarray):
+                binding.bind_cpu_input(name, np.ascontiguousarray(value))
+            else:
+                binding.bind_ortvalue_input(name, value)
         for name in outputs:
-            binding.bind_output(name, self.device)
+            binding.bind_output(name, "cpu" if name in to_host else self.device)
         session.run_with_iobinding(binding)
         return binding.get_outputs()
 
@@ -321,24 +323,15 @@ class Engine:
         if self.positions:
             feeds[POSITIONS] = positions
         names = list(DECODER_OUTPUTS) + [o for o in self.state_names.values() if o not in DECODER_OUTPUTS]
+        feeds.update(state)
+        feeds.update(zip(MEMORY_OUTPUTS, memory))
         if not self.io_binding:
-            feeds.update(state)
-            feeds.update(zip(("annotations", "keys", "src_mask"), memory))
             outputs = dict(zip(names, session.run(names, feeds)))
             state = {name: outputs[out] for name, out in self.state_names.items()}
         else:
             # What the search reads comes to the host; the new state stays on the device.
-            binding = session.io_binding()
-            for name, value in (*feeds.items(), *state.items(), *zip(("annotations", "keys", "src_mask"), memory)):
-                if isinstance(value, np.ndarray):
-                    binding.bind_cpu_input(name, np.ascontiguousarray(value))
-                else:
-                    binding.bind_ortvalue_input(name, value)
             kept = set(self.state_names.values())
-            for name in names:
-                binding.bind_output(name, self.device if name in kept else "cpu")
-            session.run_with_iobinding(binding)
-            values = dict(zip(names, binding.get_outputs()))
+            values = dict(zip(names, self.run_on_device(session, feeds, names, frozenset(names) - kept)))
             outputs = {name: value.numpy() for name, value in values.items() if name not in kept}
             state = {name: values[out] for name, out in self.state_names.items()}
         return StepOutput(outputs["topk_log_probs"], outputs["topk_ids"], outputs["forced_log_probs"],

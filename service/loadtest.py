@@ -41,6 +41,52 @@ _SERVING = re.compile(r"serving .* on \S+:(?P<port>\d+) .*metrics on \S+:(?P<met
 
 # --- what every report shares -------------------------------------------------
 
+class TimedEngine:
+    """An Engine whose `encode` and `step` calls are timed (`bench offline`, `bench order`);
+    everything else passes through.
+    The time inside them is ONNX Runtime plus building its feeds (a dict, a few small arrays,
+    and for beam rows their memory copies, `row_memory`, which the step graph gathered itself
+    before; also reported on their own)."""
+
+    def __init__(self, engine: Engine):
+        self._engine = engine
+        self.reset()
+
+    def reset(self) -> None:
+        self.encode_seconds = self.step_seconds = self.row_memory_seconds = 0.0
+        self.steps = self.rows = self.positions = 0     # positions: the memory length of each step, summed
+
+    def __getattr__(self, name: str):
+        return getattr(self._engine, name)
+
+    def encode(self, sources: list[list[int]]):
+        start = time.perf_counter()
+        try:
+            return self._engine.encode(sources)
+        finally:
+            self.encode_seconds += time.perf_counter() - start
+
+    def row_memory(self, *args):
+        start = time.perf_counter()     # the step's memory feeds for beam rows (slots.RowMemory)
+        try:
+            return self._engine.row_memory(*args)
+        finally:
+            elapsed = time.perf_counter() - start
+            self.step_seconds += elapsed
+            self.row_memory_seconds += elapsed
+
+    def step(self, prev_tokens, state, memory, *args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return self._engine.step(prev_tokens, state, memory, *args, **kwargs)
+        finally:
+            self.step_seconds += time.perf_counter() - start
+            self.steps += 1
+            self.rows += len(prev_tokens)
+            self.positions += memory[0].shape[1]
+
+
+
 def machine() -> dict:
     """Where a figure was measured; the load average says whether the machine was quiet."""
     cpu = platform.processor() or platform.machine()

@@ -9,10 +9,9 @@ import shutil
 
 import pytest
 
-from attnmt.model.bench import TimedEngine
 from attnmt.service.cli import main
 from attnmt.service.decoding import SearchOptions
-from attnmt.service.loadtest import spread
+from attnmt.service.loadtest import TimedEngine, spread
 from attnmt.service.translator import Translator
 
 from conftest import write_corpus
