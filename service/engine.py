@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,28 +72,56 @@ class StepOutput:
 
 
 _OPENVINO = "OpenVINOExecutionProvider"
+_openvino_lock = threading.Lock()
+_openvino_registered = False        # ONNX Runtime refuses a second registration of the library
 
 
-def _openvino_devices() -> list:
-    """The CPU as OpenVINO's plugin execution provider sees it (registered once per process).
+def _register_openvino() -> None:
+    """Load OpenVINO's plugin library into ONNX Runtime, once per process.
 
-    The plugin (PyPI onnxruntime-ep-openvino) loads into the installed ONNX Runtime; it takes
-    its precision and threads from `load_config`, not from provider options."""
+    Whether to register is decided by the library, not by its devices: on a CPU where the
+    plugin lists no device (an AMD EPYC, say), looking for a device would register again and
+    ONNX Runtime would answer "EP library is already registered" to every later engine."""
+    global _openvino_registered
     try:
         import onnxruntime_ep_openvino
     except ImportError as e:
         raise ModelLoadError("device openvino needs OpenVINO's execution provider: "
                              "pip install 'attnmt[openvino]' (the onnxruntime-ep-openvino package)") from e
-    if not any(d.ep_name == _OPENVINO for d in ort.get_ep_devices()):
+    with _openvino_lock:
+        if _openvino_registered:
+            return
         try:
             ort.register_execution_provider_library(_OPENVINO, onnxruntime_ep_openvino.get_library_path())
         except Exception as e:  # noqa: BLE001 - ORT raises its own types for a library it cannot load
-            raise ModelLoadError(f"OpenVINO's execution provider did not load into ONNX Runtime "
-                                 f"{ort.__version__}: {e}") from e
+            if "already registered" not in str(e):    # registered by someone else in this process
+                raise ModelLoadError(f"OpenVINO's execution provider did not load into ONNX Runtime "
+                                     f"{ort.__version__}: {e}") from e
+        _openvino_registered = True
+
+
+def _openvino_devices() -> list:
+    """The CPU as OpenVINO's plugin execution provider sees it.
+
+    The plugin (PyPI onnxruntime-ep-openvino) loads into the installed ONNX Runtime; it takes
+    its precision and threads from `load_config`, not from provider options. It lists a CPU
+    device only on an Intel CPU: elsewhere every engine gets the same error."""
+    _register_openvino()
     devices = [d for d in ort.get_ep_devices() if d.ep_name == _OPENVINO and d.device.type == ort.OrtHardwareDeviceType.CPU]
     if not devices:
-        raise ModelLoadError("OpenVINO's execution provider found no CPU device")
+        raise ModelLoadError(f"OpenVINO's execution provider found no CPU device on this machine "
+                             f"(CPU vendor {_cpu_vendor()}; device openvino needs an Intel CPU): use device cpu")
     return devices[:1]
+
+
+def _cpu_vendor() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("vendor_id"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
 
 
 class Engine:

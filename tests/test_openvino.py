@@ -4,8 +4,10 @@ in f32 (the CPU provider's answers) and bf16 (batch-invariant, within a measured
 import sys
 
 import numpy as np
+import onnxruntime as ort
 import pytest
 
+from attnmt.service import engine as engine_module
 from attnmt.service.config import BUNDLED_MODEL
 from attnmt.service.decoding import SearchOptions
 from attnmt.service.engine import Engine, EngineOptions
@@ -16,6 +18,20 @@ from conftest import RunningServer
 
 pytest.importorskip("onnxruntime_ep_openvino", reason="pip install 'attnmt[openvino]' (make install does)")
 
+
+def _no_device_reason() -> str:
+    """Why OpenVINO cannot run here ('' where it can): its plugin lists a CPU device only on
+    an Intel CPU (on an AMD EPYC it registers and lists none)."""
+    try:
+        engine_module._openvino_devices()
+    except ModelLoadError as e:
+        return str(e)
+    return ""
+
+
+_NO_DEVICE = _no_device_reason()
+needs_device = pytest.mark.skipif(bool(_NO_DEVICE), reason=f"no OpenVINO device: {_NO_DEVICE}")
+
 SHORT = "peru vidas kasa ."
 LONG = "kasa granda amas libo nova . gato roja havas arbo blanka . sola vidas luna . peru amas mesa roja ."
 CROWD = [LONG, "gato .", SHORT, LONG + " " + LONG, "sola amas luna granda ."]
@@ -25,6 +41,7 @@ def openvino(model, precision: str) -> Translator:
     return Translator(Engine(model, EngineOptions(device="openvino", precision=precision, intra_op_threads=1)))
 
 
+@needs_device
 def test_openvino_f32_gives_the_cpu_providers_answers(tiny_model, translator):
     ov = openvino(tiny_model, "f32")
     assert ov.engine.provider == "OpenVINOExecutionProvider"
@@ -36,6 +53,7 @@ def test_openvino_f32_gives_the_cpu_providers_answers(tiny_model, translator):
             assert np.abs(a.alignment - b.alignment).max() < 1e-4
 
 
+@needs_device
 def test_bf16_greedy_answers_do_not_depend_on_batch_mates(tiny_model):
     """Greedy under bf16: a sentence alone equals the same sentence in a crowd (measured
     exactly equal on 128 test sentences of the bundled model). Beam search under bf16 is not
@@ -50,6 +68,7 @@ def test_bf16_greedy_answers_do_not_depend_on_batch_mates(tiny_model):
         assert np.abs(a.alignment - b.alignment).max() < 1e-5
 
 
+@needs_device
 @pytest.mark.skipif(not (BUNDLED_MODEL / "manifest.json").exists(), reason="no bundled model")
 def test_bf16_stays_within_its_measured_tolerance_of_f32_on_the_bundled_model():
     """Forced alignment of f32's translations under bf16: per-token log-probabilities within
@@ -74,6 +93,7 @@ def test_bf16_needs_openvino_and_a_missing_plugin_says_what_to_install(tiny_mode
         Engine(tiny_model, EngineOptions(device="openvino"))
 
 
+@needs_device
 def test_a_server_on_openvino_bf16_translates_and_says_so_in_its_metrics(tiny_model):
     import grpc
 
@@ -84,3 +104,26 @@ def test_a_server_on_openvino_bf16_translates_and_says_so_in_its_metrics(tiny_mo
                 translator_pb2.TranslateRequest(sentences=[SHORT]), timeout=30)
         assert reply.translations[0].hypotheses[0].text
         assert server.metric("attnmt_model_info", model="tiny", provider="OpenVINOExecutionProvider") == 1
+
+
+def test_without_an_openvino_device_every_engine_gets_the_same_clear_error(tiny_model, monkeypatch):
+    """As on a CPU where the plugin lists no device (ONNX Runtime's list holds only the CPU
+    provider): the library is registered once, and the second engine gets the first one's
+    error, not ONNX Runtime's "EP library is already registered"."""
+    cpu_only = [d for d in ort.get_ep_devices() if d.ep_name != engine_module._OPENVINO]
+    monkeypatch.setattr(ort, "get_ep_devices", lambda: cpu_only)
+    real_register, calls = ort.register_execution_provider_library, []
+
+    def register(name, path):
+        calls.append(name)
+        real_register(name, path)   # may say "already registered": this process registered it above
+    monkeypatch.setattr(ort, "register_execution_provider_library", register)
+    monkeypatch.setattr(engine_module, "_openvino_registered", False)
+    errors = []
+    for _ in range(2):
+        with pytest.raises(ModelLoadError) as caught:
+            Engine(tiny_model, EngineOptions(device="openvino"))
+        errors.append(str(caught.value))
+    assert errors[0] == errors[1]
+    assert "found no CPU device" in errors[0] and "needs an Intel CPU" in errors[0]
+    assert calls == [engine_module._OPENVINO]
