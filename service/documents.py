@@ -231,7 +231,7 @@ class Reading:
 
 def read(entry: str, html: bool, split: bool, language: str, placeholders: bool = True,
          max_chars: int | None = None, max_sentences: int | None = None, field: str = "text") -> Reading:
-    """An entry as a document (InvalidInput for malformed markup or a document over its limits).
+    """An entry as a document (InvalidInput for markup nested too deep or a document over its limits).
     `placeholders`: in HTML, carry placeholders as atoms (for a model that does not protect them)."""
     if max_chars is not None and len(entry) > max_chars:
         raise InvalidInput(f"{field} has {len(entry)} characters, over the limit of {max_chars} "
