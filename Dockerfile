@@ -5,60 +5,83 @@
 #   docker build --platform linux/amd64 --build-arg ORT=openvino -t attnmt:0.1.0-openvino .
 #       # + OpenVINO's execution provider; run with ATTNMT_DEVICE=openvino [ATTNMT_PRECISION=bf16]
 #   docker run --rm -p 50051:50051 -p 8002:8002 attnmt:0.1.0
+#   deploy/smoke-test.sh attnmt:0.1.0     # runs it as the Kubernetes base does, and checks it
 #
-# linux/amd64: pyproject selects onnxruntime-gpu there, which this build relies on.
+# linux/amd64: the locks in deploy/requirements/ are resolved for CPython 3.11 on Linux x86_64.
 #
 # Settings are ATTNMT_* environment variables (service/config.py). No torch:
-# the image holds ONNX Runtime, gRPC and the model directory only.
+# the image holds ONNX Runtime, gRPC and the model files serving reads.
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
-# --- build: a virtualenv with attnmt and its runtime dependencies ---
+# --- build: a virtualenv with attnmt and its locked dependencies, and the model directory ---
 FROM ${PYTHON_IMAGE} AS build
 
-# cpu: swap onnxruntime-gpu (what pyproject picks on Linux x86_64) for the much
-#      smaller onnxruntime of the same version; the service code is the same.
-#      (`pip check` would now complain that attnmt wants onnxruntime-gpu: expected.)
-# openvino: onnxruntime as for cpu, plus OpenVINO's plugin execution provider
-#      (PyPI onnxruntime-ep-openvino, about 160 MB; bf16 on CPUs with AMX).
-# gpu: keep onnxruntime-gpu and add CUDA and cuDNN as pip packages
-#      (its [cuda,cudnn] extras, about 2 GB), which the engine finds through
-#      onnxruntime.preload_dlls(); the host needs an NVIDIA driver new enough
-#      for the CUDA that onnxruntime-gpu release was built against.
+# The ONNX Runtime build, each with its lock in deploy/requirements/ (`make lock`), all three
+# of one ONNX Runtime release:
+# cpu: onnxruntime, the CPU build (pyproject names onnxruntime-gpu on Linux x86_64; the service
+#      code is the same, so `pip check` would complain that attnmt wants onnxruntime-gpu: expected).
+# openvino: onnxruntime plus OpenVINO's plugin execution provider (PyPI onnxruntime-ep-openvino,
+#      about 160 MB; bf16 on CPUs with AMX; it finds a device on Intel CPUs only).
+# gpu: onnxruntime-gpu with CUDA and cuDNN as pip packages (its [cuda,cudnn] extras, about
+#      2 GB), which the engine finds through onnxruntime.preload_dlls(); the host needs an
+#      NVIDIA driver new enough for the CUDA that onnxruntime-gpu release was built against.
 ARG ORT=cpu
 
+# ORT_DISABLE_TELEMETRY: see the runtime stage.
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    PIP_NO_CACHE_DIR=1
+    PIP_NO_CACHE_DIR=1 \
+    ORT_DISABLE_TELEMETRY=1
 # pip compiles the .pyc files at install time: the read-only root filesystem
 # in Kubernetes leaves Python no other chance to.
 RUN python -m venv /opt/attnmt
 ENV PATH=/opt/attnmt/bin:$PATH
 
 WORKDIR /src
+# Exactly the locked files, each checked against its hash; a layer of its own, which a change
+# to the code leaves cached.
+COPY deploy/requirements/ requirements/
+RUN test -f "requirements/${ORT}.txt" || { echo "ORT must be cpu, openvino or gpu, not '${ORT}'" >&2; exit 1; } \
+    && pip install --no-cache-dir --no-deps --require-hashes -r "requirements/${ORT}.txt"
+
 COPY pyproject.toml README.md ./
 COPY service/ service/
 COPY model/*.py model/
 COPY model/configs/ model/configs/
-
-SHELL ["/bin/bash", "-o", "pipefail", "-c"]
-RUN pip install --no-cache-dir . \
-    && ort_version="$(pip show onnxruntime-gpu | sed -n 's/^Version: //p')" \
+# attnmt itself, built by the locked setuptools; then the self-check: the server's imports (a
+# dependency missing from the lock fails here), and ONNX Runtime. For openvino, that the plugin
+# library loads: get_available_providers() never lists a plugin, and only an Intel CPU gives it
+# a device, so the devices are shown, not required.
+RUN pip install --no-cache-dir --no-deps --no-build-isolation . \
+    && python -c 'import attnmt.service.server' && attnmt serve --help > /dev/null \
     && case "$ORT" in \
-         cpu) pip uninstall -y onnxruntime-gpu \
-              && pip install --no-cache-dir "onnxruntime==${ort_version}" ;; \
-         openvino) pip uninstall -y onnxruntime-gpu \
-              && pip install --no-cache-dir "onnxruntime==${ort_version}" "onnxruntime-ep-openvino==1.8.1" ;; \
-         gpu) pip install --no-cache-dir "onnxruntime-gpu[cuda,cudnn]==${ort_version}" ;; \
-         *)   echo "ORT must be cpu, openvino or gpu, not '$ORT'" >&2; exit 1 ;; \
-       esac \
-    && python -c "import onnxruntime as ort; print('onnxruntime', ort.__version__, ort.get_available_providers())"
+         openvino) python -c 'import onnxruntime as ort, onnxruntime_ep_openvino as ov; \
+                   ort.register_execution_provider_library(ov.get_ep_name(), ov.get_library_path()); \
+                   devices = [d.device.vendor for d in ort.get_ep_devices() if d.ep_name == ov.get_ep_name()]; \
+                   print("onnxruntime", ort.__version__, "+", ov.get_ep_name(), "loaded; devices on this CPU:", \
+                         devices or "none (it lists one on Intel CPUs)")' ;; \
+         *) python -c 'import onnxruntime as ort; print("onnxruntime", ort.__version__, ort.get_available_providers())' ;; \
+       esac
+
+# The model directory as serving reads it: .dockerignore keeps checkpoint.pt and eval/ out. The
+# manifest lists checkpoint.pt with a checksum, and the server refuses a directory that lacks a
+# listed file, so that entry goes too; load_manifest then checks the rest, as the server will.
+COPY models/rnnsearch-es-en/ /models/rnnsearch-es-en/
+RUN python -c 'import json, pathlib; from attnmt.service.manifest import MANIFEST, load_manifest, write_manifest; \
+               model = pathlib.Path("/models/rnnsearch-es-en"); manifest = json.loads((model / MANIFEST).read_text()); \
+               manifest["files"].pop("checkpoint.pt", None); write_manifest(model, manifest); load_manifest(model)'
 
 # --- runtime: the virtualenv, the model directory, a non-root user ---
 FROM ${PYTHON_IMAGE}
 
+# ORT_DISABLE_TELEMETRY: ONNX Runtime's Linux wheels collect usage telemetry for upload and keep
+# a device id under $XDG_CACHE_HOME or ~/.cache; with HOME=/nonexistent that failed, with a
+# warning at every start. The pods may open no connection (NetworkPolicy), so nothing could be
+# sent anyway: switched off, ONNX Runtime writes and sends nothing.
 ENV PATH=/opt/attnmt/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
+    ORT_DISABLE_TELEMETRY=1 \
     ATTNMT_MODELS=/models/rnnsearch-es-en
 
 # A fixed numeric uid, so Kubernetes' runAsNonRoot can verify it without /etc/passwd.
@@ -68,7 +91,7 @@ RUN groupadd --system --gid 10001 attnmt \
 
 COPY --from=build /opt/attnmt /opt/attnmt
 # Owned by root and read-only to the service: a model directory is never written at serving time.
-COPY models/rnnsearch-es-en/ /models/rnnsearch-es-en/
+COPY --from=build /models/ /models/
 
 USER 10001:10001
 # 50051: gRPC (attnmt.v1.Translator, grpc.health.v1, reflection); 8002: Prometheus /metrics.

@@ -134,22 +134,41 @@ def test_dockerfile_passes_hadolint():
 
 
 def test_dockerfile_copies_only_what_serving_needs():
+    """What the build context holds and what lands in the image: tests/test_image_context.py."""
     text = (ROOT / "Dockerfile").read_text()
     copies = re.findall(r"^COPY\s+(?!--from)(.+)$", text, re.MULTILINE)
     sources = {src for line in copies for src in line.split()[:-1]}
-    assert sources == {"pyproject.toml", "README.md", "service/", "model/*.py", "model/configs/",
-                       "models/rnnsearch-es-en/"}
+    assert sources == {"deploy/requirements/", "pyproject.toml", "README.md", "service/", "model/*.py",
+                       "model/configs/", "models/rnnsearch-es-en/"}
     assert f"COPY models/rnnsearch-es-en/ {MODEL_DIR}/" in text
     assert f"ATTNMT_MODELS={MODEL_DIR}" in text
-    assert "pip install --no-cache-dir ." in text
     assert re.search(r"^USER 10001:10001$", text, re.MULTILINE), "numeric non-root user"
     assert re.search(rf"^EXPOSE {GRPC_PORT} {METRICS_PORT}$", text, re.MULTILINE)
     assert text.rstrip().endswith('ENTRYPOINT ["attnmt", "serve"]')
     assert "torch" not in re.sub(r"#.*", "", text)
 
-    ignored = set((ROOT / ".dockerignore").read_text().split())
-    assert {".git", ".venv", "data/", "runs/", ".pytest_cache"} <= ignored
 
+def test_smoke_test_runs_the_image_as_the_base_does():
+    """deploy/smoke-test.sh (by hand, where docker or podman works) starts the container with the
+    Deployment's security settings and the ConfigMap's settings file, and probes what the probes ask."""
+    script = (DEPLOY / "smoke-test.sh").read_text()
+    flags = " ".join(re.search(r'\$ENGINE run --detach(.*?)"\$image"\)', script, re.DOTALL)[1].replace("\\\n", " ")
+                     .split())
+    base = KUSTOMIZE_DIRS["base"]
+    pod = yaml.safe_load((base / "deployment.yaml").read_text())["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert c["securityContext"]["readOnlyRootFilesystem"] and "--read-only" in flags
+    assert c["securityContext"]["capabilities"]["drop"] == ["ALL"] and "--cap-drop ALL" in flags
+    assert not c["securityContext"]["allowPrivilegeEscalation"] and "--security-opt no-new-privileges" in flags
+    assert f"--user {pod['securityContext']['runAsUser']}:{pod['securityContext']['runAsGroup']}" in flags
+    (tmp,) = [v for v in pod["volumes"] if v["name"] == "tmp"]
+    assert tmp["emptyDir"]["sizeLimit"] == "64Mi" and "--tmpfs /tmp:rw,size=64m,mode=1777" in flags
+    generator = yaml.safe_load((base / "kustomization.yaml").read_text())["configMapGenerator"]
+    assert [g["envs"] for g in generator] == [["settings.env"]]
+    assert '--env-file "$settings"' in flags and "settings=$(cd \"$(dirname \"$0\")\" && pwd)/kubernetes/base/" \
+                                                   "settings.env" in script
+    assert {c[p]["grpc"].get("service", "") for p in ("startupProbe", "readinessProbe", "livenessProbe")} \
+        == {"", SERVICE} and f'for service in ("", "{SERVICE}")' in script
 
 # --- YAML and Kubernetes ---
 
