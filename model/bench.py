@@ -166,7 +166,7 @@ def _line_count(path: Path) -> int:
 
 def _processes(model_dir: Path, texts: list[str], repeats: int, apertium_pair: str) -> dict:
     """`attnmt translate` and Apertium as a user runs them, alternated."""
-    commands = {"attnmt": attnmt_command() + ["translate", "--model", str(model_dir)]}
+    commands = {"attnmt": attnmt_command() + ["translate", "--model", str(model_dir), "--beam", "1"]}
     skipped = APERTIUM_MISSING if shutil.which("apertium") is None else None
     if skipped is None:
         commands["apertium"] = ["apertium", "-u", apertium_pair]

@@ -38,14 +38,16 @@ def model_and_data_arguments(b: argparse.ArgumentParser, sentences: bool = True)
 
 
 def register(bench: argparse._SubParsersAction) -> None:
-    b = bench.add_parser("overload", help="512 callers against max_queue 64: goodput kept, refusal latency and "
-                                          "CPU (retrying at once vs honouring RetryInfo)")
+    b = bench.add_parser("overload", help="512 callers against max_queue 64: goodput kept, refusal latency, "
+                                          "CPU and unexpected codes (retrying at once vs honouring RetryInfo)")
     model_and_data_arguments(b)
     b.add_argument("--duration", type=float, default=30, help="seconds per run (three runs)")
     b.add_argument("--max-queue", type=int, default=64)
     b.add_argument("--callers", type=int, default=512, help="callers in the two overload runs")
     b.add_argument("--baseline-callers", type=int, default=64, help="callers in the baseline run")
     b.add_argument("--channels", type=int, default=8, help="connections the callers share")
+    b.add_argument("--one-channel", action="store_true", help="every caller on one channel, as a client that "
+                                                              "multiplexes its calls (instead of --channels)")
     b.add_argument("--set", action="append", metavar="KEY=VALUE", help="another server setting (repeatable)")
     b.add_argument("--json", type=Path, help="also write the report here")
     b.set_defaults(func=_overload)

@@ -20,8 +20,9 @@ ALIGNMENTS = ("none", "soft", "words", "hard")
 
 
 def _search_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--beam", type=int, help="beam size (1: greedy; default: greedy offline, and through --server "
-                                            "the server's default_beam_size, 5 unless configured)")
+    p.add_argument("--beam", type=int, help="beam size (1: greedy, the fast mode; default: the default_beam_size "
+                                            "setting, 5 unless ATTNMT_DEFAULT_BEAM_SIZE or the settings file says "
+                                            "otherwise; through --server, the server's)")
     p.add_argument("--n-best", type=int, default=1)
     p.add_argument("--length-penalty", type=float, default=1.0)
     p.add_argument("--max-length-ratio", type=float, default=1.5)
@@ -32,8 +33,18 @@ def _search_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="one JSON object per line with everything")
 
 
+def default_beam_size() -> int:
+    """The server's `default_beam_size` setting, read as `attnmt serve` reads it, so that
+    offline and served translations agree."""
+    from .config import ConfigError, load_settings      # pydantic-settings: only without --beam
+    try:
+        return load_settings().default_beam_size
+    except (ConfigError, OSError) as e:
+        raise SystemExit(f"attnmt translate: {e}")
+
+
 def _options(args: argparse.Namespace) -> SearchOptions:
-    beam = args.beam if args.beam is not None else (0 if args.server else 1)
+    beam = args.beam if args.beam is not None else (0 if args.server else default_beam_size())
     options = SearchOptions(beam_size=beam, n_best=args.n_best, length_penalty=args.length_penalty,
                             max_length_ratio=args.max_length_ratio)
     # beam 0 asks the server for its default_beam_size; the server validates that request

@@ -92,6 +92,12 @@ def options_pb(options: SearchOptions, alignment: str = "soft", threshold: float
     return message
 
 
+def _server_default(option_values: dict) -> SearchOptions:
+    """The options a call sends when the caller named none: beam_size 0 unless given, so
+    the server decodes with its own default_beam_size, as `attnmt translate` does."""
+    return SearchOptions(**{"beam_size": 0, **option_values})
+
+
 T = TypeVar("T")
 
 
@@ -162,7 +168,7 @@ class Client:
         """Translate sentences; soft alignment (the default) lets words and hard links be derived locally.
         `glossary`: (source, target) terms or {source: target}; `glossary_name`: one stored on the server.
         Each hypothesis carries `quality` and the `glossary` matches applied to it."""
-        options = options or SearchOptions(**option_values)
+        options = options or _server_default(option_values)
         # Ask for piece-level α whatever the display wants: words and hard links derive from it.
         wire_alignment = "soft" if alignment != "none" else "none"
         request = pb.TranslateRequest(sentences=texts, model=model,
@@ -176,7 +182,7 @@ class Client:
                             replace_unk: bool = False, model: str = "", **option_values) -> list[Document]:
         """Translate paragraphs or documents (split_sentences) and/or HTML (html): each comes
         back whole, with its sentences, their alignments and every word's character offsets."""
-        options = options or SearchOptions(**option_values)
+        options = options or _server_default(option_values)
         request = pb.TranslateRequest(sentences=texts, model=model, split_sentences=split_sentences,
                                       format=FORMATS["html" if html else "plain"],
                                       options=options_pb(options, "none" if alignment == "none" else "soft",
@@ -197,7 +203,7 @@ class Client:
         """Bulk translation: (id, sentence) in, (id, Translation or Error) out as each finishes.
         With `html` or `split_sentences` each item is a document and comes back as a Document."""
         documents = html or split_sentences
-        options = options or SearchOptions()
+        options = options or _server_default({})
         terms = glossary_pb(glossary)
         sources: dict[str, str] = {}
 

@@ -9,11 +9,9 @@ An invalid value stops start-up with a message naming the field.
 from __future__ import annotations
 
 import os
-import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, InitSettingsSource, NoDecode, SettingsConfigDict
 from typing_extensions import Annotated
@@ -112,19 +110,25 @@ class Settings(BaseSettings):
                                                           "max_length_ratio and max_length_extra ask for")
     max_message_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="largest gRPC message accepted or sent")
     max_beam_size: int = Field(16, ge=1, description="largest beam a request may ask for")
-    default_beam_size: int = Field(5, ge=1, description="beam size when a request sets 0")
+    default_beam_size: int = Field(5, ge=1, description="beam size when a request sets 0, and of "
+                                   "`attnmt translate` without --beam, offline too (1: greedy)")
     cache_size: int = Field(0, ge=0, description="finished translations kept per model in an LRU cache and reused "
                                                  "for identical requests (same text and options); 0: no cache")
     max_deadline_seconds: float = Field(300, ge=0, description="longest a call may wait for its translations, "
                                         "whatever deadline it set (also for calls without one); 0: no cap")
     stream_idle_timeout_seconds: float = Field(300, ge=0, description="end a TranslateStream (DEADLINE_EXCEEDED) "
                                                "that sends nothing this long with nothing in flight; 0: never")
-    max_concurrent_streams: int = Field(100, ge=1, description="concurrent RPCs per client connection "
-                                        "(HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS)")
+    # gRPC clients multiplex their calls on one connection. The admission gate, fairness and
+    # the caps above protect the server; a stream limit would only turn a client's calls into
+    # HTTP/2 refusals, which it reports as UNAVAILABLE (issue 23, docs/benchmarks.md).
+    max_concurrent_streams: int = Field(0, ge=0, description="concurrent RPCs per client connection "
+                                        "(HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); 0: no limit. Past a "
+                                        "limit a client holds its further calls back, but some are refused "
+                                        "anyway (UNAVAILABLE, 'RST_STREAM ... error code 7')")
     max_stream_in_flight: int = Field(64, ge=1, description="sentences one TranslateStream call may have in flight")
     max_document_chars: int = Field(50_000, ge=1, description="characters in one entry sent with split_sentences "
                                     "or as HTML (its sentences each keep max_chars_per_sentence)")
-    max_document_sentences: int = Field(256, ge=1, description="sentences one such entry may split into")
+    max_document_sentences: int = Field(256, ge=1, description="sentences one such entry may split into (alt and title values count)")
 
     # --- glossaries ---
     glossaries: Annotated[dict[str, Path], NoDecode] = Field(
@@ -191,9 +195,13 @@ class ConfigError(Exception):
 
 
 def read_config_file(path: Path) -> dict:
+    # imported here: `attnmt translate` reads these settings for its default beam, and most
+    # runs have no file
     text = Path(path).read_text(encoding="utf-8")
     if Path(path).suffix == ".toml":
+        import tomllib
         return tomllib.loads(text)
+    import yaml
     return yaml.safe_load(text) or {}
 
 

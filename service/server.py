@@ -37,6 +37,10 @@ SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Translator"].full_name   # attnmt
 KNOWN_SERVICES = (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
                   *reflection.SERVICE_NAMES)
 WARMUP_SENTENCE = "No se puede abrir el archivo %s: permiso denegado."
+# Calls gRPC holds for the event loop before it starts dropping them (measured: 8,000 callers
+# on one channel got only OK and RESOURCE_EXHAUSTED; docs/benchmarks.md). Calls still waiting
+# after 30 s are cancelled whatever this says.
+PENDING_CALLS = 10_000
 
 
 class Server:
@@ -120,7 +124,13 @@ class Server:
         options = [("grpc.so_reuseport", 0),      # a second server must fail to bind, not share the port
                    ("grpc.max_receive_message_length", s.max_message_bytes),
                    ("grpc.max_send_message_length", s.max_message_bytes),
-                   ("grpc.max_concurrent_streams", s.max_concurrent_streams)]
+                   # Calls that arrived faster than the event loop takes them: gRPC's default drops
+                   # them at random from 1,000 waiting (all from 3,000), and the client sees
+                   # CANCELLED; the overload gate should answer them (RESOURCE_EXHAUSTED, RetryInfo).
+                   ("grpc.server.max_pending_requests", PENDING_CALLS),
+                   ("grpc.server.max_pending_requests_hard_limit", 2 * PENDING_CALLS)]
+        if s.max_concurrent_streams:            # 0: none advertised (gRPC's default: no limit)
+            options.append(("grpc.max_concurrent_streams", s.max_concurrent_streams))
         if s.max_connection_age_seconds:
             options += [("grpc.max_connection_age_ms", int(s.max_connection_age_seconds * 1000)),
                         ("grpc.max_connection_age_grace_ms", int(s.grace_period_seconds * 1000))]

@@ -228,7 +228,7 @@ def test_stream_and_client_carry_glossaries(glossary_server):
 
 def test_cli_glossary_offline_and_through_a_server(glossary_server, tiny_model, glossary_file):
     command = [sys.executable, "-m", "attnmt.service.cli", "translate", "--glossary", str(glossary_file), "--json",
-               "peru vidas kasa ."]
+               "--beam", "1", "peru vidas kasa ."]              # greedy both ways, as the server's default here
     offline = subprocess.run(command + ["--model", str(tiny_model)], capture_output=True, text=True, check=True)
     served = subprocess.run(command + ["--server", glossary_server.address], capture_output=True, text=True,
                             check=True)

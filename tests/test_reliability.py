@@ -428,7 +428,8 @@ def test_bench_overload_reports_every_figure(tiny_model, bench_data, tmp_path, c
         assert "refusal_p99_after_1s_ms" in run          # None: a 1 s run has no second second
         assert run["goodput_ratio"] > 0 and run["errors"] == {} and run["error_examples"] == {}, run
     assert report["runs"]["baseline"]["errors"] == {}
-    assert [t["goal"] for t in report["targets"]] == ["≥ 0.7", "≤ 50"] * 2
+    assert [t["goal"] for t in report["targets"]] == ["≥ 0.7", "≤ 50"] * 2 + ["≤ 0"] * 3    # no unexpected code
+    assert [run["unexpected"] for run in report["runs"].values()] == [0, 0, 0]
     assert "| at_once | 24 |" in table and "| target | measured | goal | met |" in table
 
 
