@@ -31,23 +31,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--from", dest="data_dir", type=Path, required=True, help="data directory with train.{es,en}")
     c.add_argument("--share", type=float, default=1.0, help="share of the eligible pairs turned into variants")
     c.set_defaults(func=cmd_data_copies)
-    c = corpus.add_parser("prose", help="LibreOffice's and GNOME's help: paragraphs paired by id or structure, "
-                                       "sentences aligned (Gale-Church), split by page (model/prose_corpus.py)")
-    c.add_argument("out_dir", type=Path)
-    _held_out_argument(c)
-    c.add_argument("--cache", type=Path, help="where downloaded and unpacked packages are kept (default: OUT/cache)")
-    c.set_defaults(func=cmd_data_prose)
-    c = corpus.add_parser("backtranslate", help="everyday English (WordNet examples, fortunes) turned into tagged "
-                                               "synthetic Spanish by Apertium (model/backtranslation.py)")
-    c.add_argument("out_dir", type=Path)
-    _held_out_argument(c)
-    c.add_argument("--cache", type=Path, help="where downloaded and unpacked packages are kept (default: OUT/cache)")
-    c.set_defaults(func=cmd_data_backtranslate)
-    c = corpus.add_parser("cldr", help="weekday, month, country, language, unit and relative-time phrase pairs "
-                                      "from CLDR via babel (model/cldr_corpus.py)")
-    c.add_argument("out_dir", type=Path)
-    _held_out_argument(c)
-    c.set_defaults(func=cmd_data_cldr)
+    _held_out_corpus(corpus, "prose", cmd_data_prose, "LibreOffice's and GNOME's help: paragraphs paired by id "
+                     "or structure, sentences aligned (Gale-Church), split by page (model/prose_corpus.py)", cache=True)
+    _held_out_corpus(corpus, "backtranslate", cmd_data_backtranslate, "everyday English (WordNet examples, "
+                     "fortunes) turned into tagged synthetic Spanish by Apertium (model/backtranslation.py)", cache=True)
+    _held_out_corpus(corpus, "cldr", cmd_data_cldr, "weekday, month, country, language, unit and relative-time "
+                     "phrase pairs from CLDR via babel (model/cldr_corpus.py)")
     c = corpus.add_parser("mix", help="concatenate corpora into one training directory (train oversampled, dev capped)")
     c.add_argument("out_dir", type=Path)
     c.add_argument("corpora", nargs="+", help="DATA_DIR or DATA_DIR:WEIGHT (train repeated WEIGHT times)")
@@ -200,10 +189,16 @@ _REPO = Path(__file__).resolve().parent.parent
 HELD_OUT = (Path("tests/data/everyday"), Path("data/bible"), Path("data/gettext"))
 
 
-def _held_out_argument(c: argparse.ArgumentParser) -> None:
+def _held_out_corpus(corpus: argparse._SubParsersAction, name: str, func, help: str, cache: bool = False) -> None:
+    """A corpus command that leaves out the held-out sets' sentences (and may cache packages)."""
+    c = corpus.add_parser(name, help=help)
+    c.add_argument("out_dir", type=Path)
     c.add_argument("--held-out", type=Path, nargs="+", default=list(HELD_OUT), metavar="DIR",
                    help="directories whose dev and test sentences leave the training data (default: "
                         + " ".join(map(str, HELD_OUT)) + ")")
+    if cache:
+        c.add_argument("--cache", type=Path, help="where downloaded and unpacked packages are kept (default: OUT/cache)")
+    c.set_defaults(func=func)
 
 
 def _bench_arguments(b: argparse.ArgumentParser) -> None:
