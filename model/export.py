@@ -394,7 +394,8 @@ def export(checkpoint: Path, tokenizer: Path, out_dir: Path, name: str, source_l
             files.append(shortlist.FILE)
         manifest = {
             "schema_version": SCHEMA_VERSION, "name": name, "version": dt.date.today().isoformat(),
-            "architecture": "RNNsearch", "source_language": source_language, "target_language": target_language,
+            "architecture": "RNNsearch", "score_function": model.cfg.attention,
+            "source_language": source_language, "target_language": target_language,
             "tokenizer": MODEL_FILE, "vocab_size": len(tok),
             "special_ids": {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID, "eos": EOS_ID},
             "dimensions": model.cfg.to_dict(), "graphs": graphs, "step_state": dict(STEP_STATE),

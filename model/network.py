@@ -7,7 +7,13 @@ c_i = Σ_j α_ij h_j, decoder state s_i = GRU([E y_{i-1}; c_i], s_{i-1}),
 initial state s_0 = tanh(W_s ←h_1), and the deep output
 t_i = maxout(U_o s_{i-1} + V_o E y_{i-1} + C_o c_i) before the softmax.
 
-Luong et al. (2015)'s `general` (s W h) and `dot` (s·h) scores are options.
+The score function a(s_{i-1}, h_j) is an option (`attention`): the paper's
+additive score, Luong, Pham & Manning (2015)'s `general` (sᵀ W h) and `dot` (sᵀ h),
+and the scaled dot product of Vaswani et al. (2017) (sᵀ h / √d). Every one scores
+Bahdanau's query, the previous decoder state s_{i-1}, not Luong's new state h_t:
+only the score changes, the rest of RNNsearch stays. `dot` and `scaled_dot`
+compare s_{i-1} with h_j directly, so they need decoder_hidden == 2 *
+encoder_hidden; at those widths every score function runs.
 
 Export constraints shape the code: no pack_padded_sequence (it does not export
 to ONNX, pytorch/pytorch#48460). The backward encoder instead reverses each
@@ -26,6 +32,16 @@ from torch import Tensor, nn
 from .tokenizer import PAD_ID
 
 
+# e_ij = a(s_{i-1}, h_j); the query is always s_{i-1} (Bahdanau's), never Luong's h_t.
+SCORE_FUNCTIONS = {
+    "bahdanau": "v_aᵀ tanh(W_a s_{i-1} + U_a h_j), additive (the paper)",
+    "general": "s_{i-1}ᵀ W h_j (Luong et al. 2015)",
+    "dot": "s_{i-1}ᵀ h_j (Luong et al. 2015)",
+    "scaled_dot": "s_{i-1}ᵀ h_j / √(2n) (Vaswani et al. 2017)",
+}
+SAME_WIDTH_SCORES = ("dot", "scaled_dot")   # no projection: s_{i-1} and h_j must be equally wide
+
+
 @dataclass
 class ModelConfig:
     vocab_size: int = 8000       # joint SentencePiece vocabulary
@@ -35,17 +51,20 @@ class ModelConfig:
     attention_size: int = 256    # n' in the paper (bahdanau only)
     readout_size: int = 256      # l in the paper: maxout units before the softmax
     readout: str = "maxout"      # maxout (the paper) | tanh
-    attention: str = "bahdanau"  # bahdanau (additive, the paper) | general | dot (Luong)
+    attention: str = "bahdanau"  # a(s_{i-1}, h_j): bahdanau | general | dot | scaled_dot (SCORE_FUNCTIONS)
     tie_embeddings: bool = True  # one matrix for source, target embeddings and output layer
     dropout: float = 0.3
 
     def __post_init__(self) -> None:
-        if self.attention not in ("bahdanau", "general", "dot"):
-            raise ValueError(f"attention must be bahdanau, general or dot, not {self.attention!r}")
+        if self.attention not in SCORE_FUNCTIONS:
+            raise ValueError(f"attention must be one of {', '.join(SCORE_FUNCTIONS)}, not {self.attention!r}")
         if self.readout not in ("maxout", "tanh"):
             raise ValueError(f"readout must be maxout or tanh, not {self.readout!r}")
-        if self.attention == "dot" and self.decoder_hidden != 2 * self.encoder_hidden:
-            raise ValueError("dot attention needs decoder_hidden == 2 * encoder_hidden")
+        if self.attention in SAME_WIDTH_SCORES and self.decoder_hidden != 2 * self.encoder_hidden:
+            raise ValueError(
+                f"{self.attention} attention needs decoder_hidden == 2 * encoder_hidden: it compares the query "
+                f"s_{{i-1}} ({self.decoder_hidden} wide) with the annotations h_j (2 * {self.encoder_hidden} = "
+                f"{2 * self.encoder_hidden} wide); set decoder_hidden: {2 * self.encoder_hidden}")
         if self.tie_embeddings and self.readout_size != self.embedding_size:
             raise ValueError("tie_embeddings needs readout_size == embedding_size")
 
@@ -88,8 +107,10 @@ class Encoder(nn.Module):
 
 
 class Attention(nn.Module):
-    """Alignment model. `keys` are precomputed once per sentence (U_a h for the
-    additive score), so a decoder step costs one projection of the query."""
+    """Alignment model: α_i = softmax_j a(s_{i-1}, h_j) with the score function
+    `cfg.attention` (SCORE_FUNCTIONS). `keys` hold everything of the score that
+    depends on h_j alone (U_a h, W h, h / √(2n)) and are computed once per sentence,
+    so a decoder step costs at most one projection of the query."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -100,12 +121,18 @@ class Attention(nn.Module):
             self.query_layer = nn.Linear(cfg.decoder_hidden, cfg.attention_size, bias=False)  # W_a
             self.energy_layer = nn.Linear(cfg.attention_size, 1, bias=False)                  # v_a
         elif self.kind == "general":
-            self.key_layer = nn.Linear(key_size, cfg.decoder_hidden, bias=False)              # W for s W h
+            self.key_layer = nn.Linear(key_size, cfg.decoder_hidden, bias=False)              # W for sᵀ W h
+        # Vaswani et al.'s 1/√d keeps scores from growing with the width (sᵀh sums d products)
+        # and the softmax from saturating. Folded into the keys: (sᵀ h) / √d = sᵀ (h / √d).
+        self.scale = key_size ** -0.5 if self.kind == "scaled_dot" else 1.0
 
     def keys(self, annotations: Tensor) -> Tensor:
-        # annotations: batch x src_len x 2n -> keys: batch x src_len x key_dim
+        # annotations: batch x src_len x 2n -> keys: batch x src_len x K
+        # (K = n' for bahdanau, decoder_hidden = 2n for the others)
         if self.kind == "dot":
             return annotations
+        if self.kind == "scaled_dot":
+            return annotations * self.scale
         return self.key_layer(annotations)
 
     def forward(self, query: Tensor, keys: Tensor, annotations: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
@@ -115,7 +142,8 @@ class Attention(nn.Module):
             energy = torch.tanh(self.query_layer(query).unsqueeze(1) + keys)
             scores = self.energy_layer(energy).squeeze(-1)              # e_ij: batch x src_len
         else:
-            scores = torch.bmm(keys, query.unsqueeze(-1)).squeeze(-1)   # batch x src_len
+            # general, dot, scaled_dot: sᵀ (W h | h | h / √d); keys: batch x src_len x decoder_hidden
+            scores = torch.bmm(keys, query.unsqueeze(-1)).squeeze(-1)   # e_ij: batch x src_len
         scores = scores.masked_fill(~mask, float("-inf"))
         alpha = torch.softmax(scores, dim=-1)                           # α_ij: batch x src_len
         context = torch.bmm(alpha.unsqueeze(1), annotations).squeeze(1)  # c_i: batch x 2n

@@ -52,7 +52,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .errors import ModelLoadError
 
@@ -94,6 +94,10 @@ class Manifest(BaseModel):
     name: str
     version: str
     architecture: str = "RNNsearch"
+    # RNNsearch's alignment score a(s_{i-1}, h_j): bahdanau | general | dot | scaled_dot
+    # (model/network.py SCORE_FUNCTIONS). Manifests exported before this field hold it only in
+    # dimensions["attention"], from which it is filled; None where neither says.
+    score_function: str | None = None
     source_language: str
     target_language: str
     tokenizer: str = "spm.model"
@@ -116,6 +120,12 @@ class Manifest(BaseModel):
     # Quality estimation (service/quality.py): feature weights, standardisation, the coverage
     # threshold and the `suspect_below` threshold, fitted on dev by `attnmt fit-quality`.
     quality: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _score_function_from_dimensions(self) -> "Manifest":
+        if self.score_function is None:
+            self.score_function = self.dimensions.get("attention")
+        return self
 
 
 def sha256_of(path: Path) -> str:

@@ -12,7 +12,7 @@ def small(**kw) -> RNNsearch:
     return RNNsearch(cfg).eval()
 
 
-@pytest.mark.parametrize("attention", ["bahdanau", "general", "dot"])
+@pytest.mark.parametrize("attention", ["bahdanau", "general", "dot", "scaled_dot"])
 def test_padded_sentence_encodes_exactly_as_alone(attention):
     model = small(attention=attention)
     sentences = [[5, 6, 7, 3], [8, 9, 10, 11, 12, 13, 14, 15, 3], [20, 3]]
