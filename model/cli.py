@@ -37,6 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                      "fortunes) turned into tagged synthetic Spanish by Apertium (model/backtranslation.py)", cache=True)
     _held_out_corpus(corpus, "cldr", cmd_data_cldr, "weekday, month, country, language, unit and relative-time "
                      "phrase pairs from CLDR via babel (model/cldr_corpus.py)")
+    _held_out_corpus(corpus, "dictionary", cmd_data_dictionary, "everyday nouns, adjectives and verbs as short "
+                     "phrase pairs from Apertium's Spanish-English dictionary (model/dictionary_corpus.py)", cache=True)
     c = corpus.add_parser("mix", help="concatenate corpora into one training directory (train oversampled, dev capped)")
     c.add_argument("out_dir", type=Path)
     c.add_argument("corpora", nargs="+", help="DATA_DIR or DATA_DIR:WEIGHT (train repeated WEIGHT times)")
@@ -239,6 +241,12 @@ def cmd_data_backtranslate(args: argparse.Namespace) -> int:
 def cmd_data_cldr(args: argparse.Namespace) -> int:
     from .cldr_corpus import extract_cldr
     print(json.dumps(extract_cldr(args.out_dir, args.held_out)))
+    return 0
+
+
+def cmd_data_dictionary(args: argparse.Namespace) -> int:
+    from .dictionary_corpus import extract_dictionary
+    print(json.dumps(extract_dictionary(args.out_dir, args.held_out, args.cache)))
     return 0
 
 
