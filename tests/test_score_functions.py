@@ -48,15 +48,7 @@ def server(models):
     with RunningServer(list(models.values()), {"ATTNMT_DEFAULT_BEAM_SIZE": "1"}) as running:
         yield running
 
-
-@pytest.fixture(scope="module")
-def stub(server):
-    import grpc
-
-    from attnmt.service.stubs import translator_pb2_grpc
-    channel = grpc.insecure_channel(server.address)
-    yield translator_pb2_grpc.TranslatorStub(channel)
-    channel.close()
+# `stub` is conftest's: it takes this module's `server`.
 
 
 @pytest.mark.parametrize("score", list(SCORE_FUNCTIONS))
