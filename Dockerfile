@@ -9,7 +9,7 @@
 #
 # linux/amd64: the locks in deploy/requirements/ are resolved for CPython 3.11 on Linux x86_64.
 #
-# Settings are ATTNMT_* environment variables (service/config.py). No torch:
+# Settings are ATTNMT_* environment variables (service/server/settings.py). No torch:
 # the image holds ONNX Runtime, gRPC and the model files serving reads.
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
@@ -46,14 +46,21 @@ RUN test -f "requirements/${ORT}.txt" || { echo "ORT must be cpu, openvino or gp
 
 COPY pyproject.toml README.md ./
 COPY service/ service/
-COPY model/*.py model/
-COPY model/configs/ model/configs/
-# attnmt itself, built by the locked setuptools; then the self-check: the server's imports (a
-# dependency missing from the lock fails here), and ONNX Runtime. For openvino, that the plugin
-# library loads: get_available_providers() never lists a plugin, and only an Intel CPU gives it
-# a device, so the devices are shown, not required.
+COPY model/ model/
+COPY bench/ bench/
+# attnmt itself, built by the locked setuptools, less the training world (attnmt.model) and the
+# measurement world (attnmt.bench): setuptools installs every package pyproject.toml lists, and
+# serving needs neither, so they are removed and `attnmt` then lacks their commands. Then the
+# self-check: the server's imports (a dependency missing from the lock fails here), that the two
+# worlds are gone, and ONNX Runtime. For openvino, that the plugin library loads:
+# get_available_providers() never lists a plugin, and only an Intel CPU gives it a device, so the
+# devices are shown, not required.
 RUN pip install --no-cache-dir --no-deps --no-build-isolation . \
-    && python -c 'import attnmt.service.server' && attnmt serve --help > /dev/null \
+    && package="$(python -c 'import attnmt.service, pathlib; print(pathlib.Path(attnmt.service.__file__).parents[1])')" \
+    && rm -r "$package/model" "$package/bench" \
+    && python -c 'import attnmt.service.server.app' && attnmt serve --help > /dev/null \
+    && ! python -c 'import attnmt.model' 2> /dev/null && ! python -c 'import attnmt.bench' 2> /dev/null \
+    && ! attnmt bench --help > /dev/null 2>&1 \
     && case "$ORT" in \
          openvino) python -c 'import onnxruntime as ort, onnxruntime_ep_openvino as ov; \
                    ort.register_execution_provider_library(ov.get_ep_name(), ov.get_library_path()); \
@@ -67,7 +74,7 @@ RUN pip install --no-cache-dir --no-deps --no-build-isolation . \
 # manifest lists checkpoint.pt with a checksum, and the server refuses a directory that lacks a
 # listed file, so that entry goes too; load_manifest then checks the rest, as the server will.
 COPY models/rnnsearch-es-en/ /models/rnnsearch-es-en/
-RUN python -c 'import json, pathlib; from attnmt.service.manifest import MANIFEST, load_manifest, write_manifest; \
+RUN python -c 'import json, pathlib; from attnmt.service.modeldir.manifest import MANIFEST, load_manifest, write_manifest; \
                model = pathlib.Path("/models/rnnsearch-es-en"); manifest = json.loads((model / MANIFEST).read_text()); \
                manifest["files"].pop("checkpoint.pt", None); write_manifest(model, manifest); load_manifest(model)'
 

@@ -8,7 +8,7 @@ DATA ?= data/bible
 SOFTWARE ?= data/gettext
 MIXED ?= data/es-en
 RUN ?= runs/rnnsearch-es-en
-# the Transformer (model/transformer.py, model/configs/transformer-es-en.yaml): trained, not exported yet
+# the Transformer (model/architectures/transformer.py, model/configs/transformer-es-en.yaml): trained, not exported yet
 TRANSFORMER_RUN ?= runs/transformer-es-en
 # the run and checkpoint `make export` turns into the bundled model: stage 7's best.pt
 EXPORT_RUN ?= $(RUN)-copies
@@ -67,7 +67,7 @@ data: $(VENV)/.dev
 # then the model widened from 256 to 384 recurrent units (model/transfer.py widen_state) and
 # trained on the ×4 mix (40 minutes, and 45 more with a fresh learning rate), the capacity
 # both domains need at once; then 35 minutes with copy variants of the messages added
-# (model/copies.py), so that terms the test catalogs use are copied, not translated (stage 7,
+# (model/data/copies.py), so that terms the test catalogs use are copied, not translated (stage 7,
 # bundled). Stage 8 (in training, not bundled yet) continues stage 7 for 150 minutes on the
 # everyday mix: help prose, tagged back-translation of everyday English, CLDR phrases.
 train: $(VENV)/.dev
@@ -86,6 +86,8 @@ train: $(VENV)/.dev
 # and the bundled model in $(MODEL) is already exported.
 export: export-needs-a-run $(VENV)/.dev
 	$(BIN)/attnmt export --run $(EXPORT_RUN) --checkpoint $(CHECKPOINT) --out $(MODEL)
+	# the lexical shortlist's dev BLEU change, measured through the serving engine, into the manifest
+	$(BIN)/attnmt evaluate --shortlist-change --model $(MODEL) --data $(MIXED)-copies
 	# quality-estimation weights fitted on both dev sets (verses and messages), into the manifest
 	$(BIN)/attnmt fit-quality --model $(MODEL) --data $(DATA) $(SOFTWARE)
 
@@ -121,14 +123,14 @@ bench: $(VENV)/.dev
 	$(BIN)/attnmt bench offline --model $(MODEL) --data $(DATA)
 	$(BIN)/attnmt bench serving --model $(MODEL) --data $(DATA)
 
-# Not in CI: 10 minutes at half capacity with a mixed load (service/soak.py); fails if resident
+# Not in CI: 10 minutes at half capacity with a mixed load (bench/soak.py); fails if resident
 # memory grows 5 % or more, or any call ends with an outcome its kind does not allow.
-# `attnmt bench overload` (service/overload.py) is the overload figure, run by hand.
+# `attnmt bench overload` (bench/overload.py) is the overload figure, run by hand.
 soak: $(VENV)/.dev
 	$(BIN)/attnmt bench soak --model $(MODEL) --data $(DATA) --duration 600
 
 stubs: $(VENV)/.dev
-	$(BIN)/python -m attnmt.service.stubs_gen
+	$(BIN)/python proto/generate_stubs.py
 
 # The serving image's dependency locks, deploy/requirements/{cpu,gpu,openvino}.txt: one for each
 # ONNX Runtime build the Dockerfile's ORT argument names, resolved by pip for the image's

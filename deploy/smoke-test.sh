@@ -102,7 +102,7 @@ files=$(in_container python - <<'EOF'
 import os
 import sys
 
-from attnmt.service.manifest import MANIFEST, load_manifest
+from attnmt.service.modeldir.manifest import MANIFEST, load_manifest
 
 model = os.environ["ATTNMT_MODELS"]
 listed = set(load_manifest(model).files) | {MANIFEST}

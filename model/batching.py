@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .tokenizer import BOS_ID, EOS_ID, PAD_ID
+from attnmt.model.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 
 @dataclass

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .tokenizer import Tokenizer
+from attnmt.model.tokenizer import Tokenizer
 
 WORD_BOUNDARY = "\u2581"
 

@@ -1,7 +1,7 @@
 """Decoding in PyTorch, for either architecture: greedy search for dev BLEU during
 training and as the eager baseline of `attnmt bench engine` and the export's parity
 check; greedy and beam search with α for `attnmt evaluate --run` (a run's checkpoint,
-before any export). Users run the serving engine's search (`service/decoding.py`);
+before any export). Users run the serving engine's search (`service/inference/decoding.py`);
 `beam_search` follows its semantics (Marian's beam, length-normalised scores,
 <pad> and <s> never chosen) so the two can be compared.
 
@@ -17,12 +17,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .batching import inference_batches, make_batch
-from .network import RNNsearch
-from .tokenizer import BOS_ID, EOS_ID, PAD_ID
-from .transformer import Transformer
+from attnmt.model.batching import inference_batches, make_batch
+from attnmt.model.architectures.rnnsearch import RNNsearch
+from attnmt.model.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from attnmt.model.architectures.transformer import Transformer
 
-MAX_TARGET_TOKENS = 512     # the server's cap on a translation (service/config.py max_target_tokens)
+MAX_TARGET_TOKENS = 512     # the server's cap on a translation (service/server/settings.py max_target_tokens)
 
 
 class RNNsearchSteps:

@@ -13,7 +13,7 @@ from typing import Iterable
 
 import sentencepiece as spm
 
-from attnmt.service.tokenizer import Tokenizer as ServingTokenizer
+from attnmt.service.modeldir.tokenizer import Tokenizer as ServingTokenizer
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 MODEL_FILE = "spm.model"

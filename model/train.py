@@ -1,5 +1,5 @@
-"""Training either architecture (`architecture:` rnnsearch, model/network.py, or
-transformer, model/transformer.py): Adam, dropout, label smoothing, gradient
+"""Training either architecture (`architecture:` rnnsearch, model/architectures/rnnsearch.py, or
+transformer, model/architectures/transformer.py): Adam, dropout, label smoothing, gradient
 clipping, early stopping on dev BLEU, resumable checkpoints; the learning rate is
 halved on a dev plateau, or follows a linear warm-up and inverse-square-root decay
 (`warmup_steps`, Vaswani et al. §5.3); optionally guided alignment
@@ -31,16 +31,16 @@ import torch
 import torch.nn.functional as F
 import yaml
 
-from .batching import bucket_batches, make_batch
-from .data import corpus_files, read_parallel
-from .guided_alignment import (GuidedAlignmentConfig, corpus_piece_links, guide_matrix, guided_alignment_loss,
+from attnmt.model.batching import bucket_batches, make_batch
+from attnmt.model.data.corpus import corpus_files, read_parallel
+from attnmt.model.guided_alignment import (GuidedAlignmentConfig, corpus_piece_links, guide_matrix, guided_alignment_loss,
                                load_links, save_links)
-from .network import ModelConfig, RNNsearch, count_parameters
-from .placeholders import SENTINELS, protect_share
-from .search import translate_ids
-from .tokenizer import MODEL_FILE, PAD_ID, Tokenizer, train_tokenizer
-from .transfer import WIDENABLE, transfer_state, widen_state
-from .transformer import Transformer, TransformerConfig
+from attnmt.model.architectures.rnnsearch import ModelConfig, RNNsearch, count_parameters
+from attnmt.model.data.placeholders import SENTINELS, protect_share
+from attnmt.model.search import translate_ids
+from attnmt.model.tokenizer import MODEL_FILE, PAD_ID, Tokenizer, train_tokenizer
+from attnmt.model.transfer import WIDENABLE, transfer_state, widen_state
+from attnmt.model.architectures.transformer import Transformer, TransformerConfig
 
 # architecture -> (its model config, its network)
 ARCHITECTURES = {"rnnsearch": (ModelConfig, RNNsearch), "transformer": (TransformerConfig, Transformer)}
@@ -48,7 +48,7 @@ ARCHITECTURES = {"rnnsearch": (ModelConfig, RNNsearch), "transformer": (Transfor
 
 @dataclass
 class TrainConfig:
-    architecture: str = "rnnsearch"    # rnnsearch (model/network.py ModelConfig) | transformer (model/transformer.py
+    architecture: str = "rnnsearch"    # rnnsearch (model/architectures/rnnsearch.py ModelConfig) | transformer (model/architectures/transformer.py
                                        # TransformerConfig): which config `model:` holds
     data_dir: str = "data/bible"       # {split}.tsv or {split}.{src_lang} + {split}.{tgt_lang}
     src_lang: str = "es"

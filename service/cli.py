@@ -1,8 +1,10 @@
-"""`attnmt`: one command, subcommands for both worlds.
+"""`attnmt`: one command, subcommands for every world that is installed.
 
-Serving-side commands (serve, translate, fit-quality) live here; the training-side ones
-(data, train, export, evaluate, bench) are registered from `attnmt.model.cli`,
-which imports torch only inside its handlers.
+The serving commands (serve, translate) live here. The training world's (data, train, average,
+export, upgrade-model) and the measurement world's (bench, evaluate, evaluate-alignment,
+fit-quality) are found through the `attnmt.commands` entry points (pyproject.toml), so that
+service/ never imports them and an install without them (the serving image) simply lacks
+their commands. Each registers parsers only; its handlers import torch and the rest when run.
 """
 
 from __future__ import annotations
@@ -10,11 +12,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from importlib.metadata import entry_points
 from pathlib import Path
 
-from .alignment import pharaoh
-from .decoding import SearchOptions
-from .errors import ModelLoadError
+from attnmt.service.text.alignment import pharaoh
+from attnmt.service.inference.decoding import SearchOptions
+from attnmt.service.errors import ModelLoadError
 
 ALIGNMENTS = ("none", "soft", "words", "hard")
 
@@ -36,7 +39,7 @@ def _search_arguments(p: argparse.ArgumentParser) -> None:
 def default_beam_size() -> int:
     """The server's `default_beam_size` setting, read as `attnmt serve` reads it, so that
     offline and served translations agree."""
-    from .config import ConfigError, load_settings      # pydantic-settings: only without --beam
+    from attnmt.service.server.settings import ConfigError, load_settings      # pydantic-settings: only without --beam
     try:
         return load_settings().default_beam_size
     except (ConfigError, OSError) as e:
@@ -85,7 +88,7 @@ def _glossary_file(args: argparse.Namespace):
     """--glossary FILE as (source, target) pairs, or None."""
     if not args.glossary:
         return None
-    from .glossary import read_tsv
+    from attnmt.service.text.glossary import read_tsv
     try:
         return [(e.source, e.target) for e in read_tsv(args.glossary)]
     except (OSError, ValueError) as e:
@@ -112,7 +115,7 @@ def _read_inputs(args: argparse.Namespace) -> list[str]:
 
 
 def _client(args: argparse.Namespace):
-    from .client import Client
+    from attnmt.service.client import Client
     read = lambda path: open(path, "rb").read() if path else None  # noqa: E731
     tls = {"root_certificates": read(args.tls_ca), "private_key": read(args.tls_key),
            "certificate_chain": read(args.tls_cert)} if args.tls_ca else {}
@@ -122,8 +125,8 @@ def _client(args: argparse.Namespace):
 def _translator(args: argparse.Namespace):
     if not args.model:
         raise SystemExit("attnmt translate: give --model DIR (offline) or --server HOST:PORT")
-    from .engine import Engine, EngineOptions
-    from .translator import Translator
+    from attnmt.service.inference.engine import Engine, EngineOptions
+    from attnmt.service.text.translator import Translator
     engine = Engine(args.model, EngineOptions(device=args.device, precision=args.precision, shortlist=args.shortlist))
     return Translator(engine, max_tokens=10_000)
 
@@ -156,7 +159,7 @@ def cmd_translate_documents(args: argparse.Namespace) -> int:
                                                    split_sentences=args.split_sentences, threshold=args.threshold,
                                                    replace_unk=args.replace_unk, model=args.model_name)
     else:
-        from .documents import translate_documents
+        from attnmt.service.text.documents import translate_documents
         documents = translate_documents(_translator(args), entries, args.html, args.split_sentences, options,
                                         replace_unk=args.replace_unk)
     out = open(args.output, "w", encoding="utf-8") if args.output not in (None, "-") else sys.stdout
@@ -189,7 +192,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
                              "offline, give the file with --glossary")
         terms, glossary = _glossary_file(args), None
         if terms:                       # imported only then: part of `attnmt translate`'s start-up
-            from .glossary import Entry, Glossary
+            from attnmt.service.text.glossary import Entry, Glossary
             glossary = Glossary([Entry(s, t) for s, t in terms])
         translator = _translator(args)
         translations = []
@@ -213,19 +216,13 @@ def cmd_translate(args: argparse.Namespace) -> int:
     if picture and to_terminal and len(translations) == 1 and not args.json:
         print_heatmap(translations[0].best)
     if args.plot and translations:
-        from .plotting import plot_alignment
+        from attnmt.service.plotting import plot_alignment
         plot_alignment(translations[0].best, Path(args.plot), title=translations[0].source[:80])
     return 0
 
 
-def cmd_fit_quality(args: argparse.Namespace) -> int:
-    from .quality_fit import fit_quality
-    print(json.dumps(fit_quality(args.model, args.data, args.split, args.beam)))
-    return 0
-
-
 def cmd_serve(args: argparse.Namespace) -> int:
-    from .server import run
+    from attnmt.service.server.app import run
     return run(args)
 
 
@@ -269,17 +266,14 @@ def build_parser() -> argparse.ArgumentParser:
     _search_arguments(p)
     p.set_defaults(func=cmd_translate)
 
-    p = sub.add_parser("fit-quality", help="fit a model's quality-estimation weights on its dev split and write "
-                                           "them into its manifest (needs sacrebleu)")
-    p.add_argument("--model", type=Path, required=True, help="model directory (its manifest.json is updated)")
-    p.add_argument("--data", type=Path, nargs="+", required=True,
-                   help="data directories with a dev split (a model serving two domains: both)")
-    p.add_argument("--split", default="dev", help="never the test split: the score is measured there")
-    p.add_argument("--beam", type=int, default=5, help="the search whose output is scored (the server default: 5)")
-    p.set_defaults(func=cmd_fit_quality)
-
-    from attnmt.model.cli import register
-    register(sub)
+    for command in sorted(entry_points(group="attnmt.commands"), key=lambda c: (c.name != "model", c.name)):
+        try:
+            register = command.load()
+        except ModuleNotFoundError as e:    # that world is not installed here (the serving image)
+            if e.name and command.module.startswith(e.name):
+                continue
+            raise
+        register(sub)
     return parser
 
 

@@ -20,14 +20,14 @@ import numpy as np
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-from .decoding import SearchOptions
-from .glossary import Match as GlossaryMatch
-from .quality import FEATURES as QUALITY_FEATURES
-from .quality import Quality, WordQuality
-from .documents import Document, SentenceResult
-from .stubs import translator_pb2 as pb
-from .stubs import translator_pb2_grpc as pb_grpc
-from .translator import Hypothesis, Translation
+from attnmt.service.inference.decoding import SearchOptions
+from attnmt.service.text.glossary import Match as GlossaryMatch
+from attnmt.service.text.quality import FEATURES as QUALITY_FEATURES
+from attnmt.service.text.quality import Quality, WordQuality
+from attnmt.service.text.documents import Document, SentenceResult
+from attnmt.service.stubs import translator_pb2 as pb
+from attnmt.service.stubs import translator_pb2_grpc as pb_grpc
+from attnmt.service.text.translator import Hypothesis, Translation
 
 
 def quality_from_pb(h: pb.Hypothesis) -> Quality | None:

@@ -1,5 +1,5 @@
 """Domain exceptions. The gRPC layer maps them to status codes in one place
-(`service/servicer.py`, `STATUS_OF`); nothing below the servicer knows gRPC."""
+(`service/server/servicer.py`, `STATUS_OF`); nothing below the servicer knows gRPC."""
 
 
 class AttnmtError(Exception):

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .translator import Hypothesis
+    from attnmt.service.text.translator import Hypothesis
 
 
 def plot_alignment(hyp: "Hypothesis", path: Path, title: str = "", words: bool = True) -> None:

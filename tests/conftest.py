@@ -11,6 +11,9 @@ import pytest
 
 # A toy language pair: each source word has one target word; adjective-noun
 # pairs swap order, so the alignment is not the diagonal.
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+
 NOUNS = {"kasa": "house", "peru": "dog", "libo": "book", "mesa": "table", "gato": "cat", "arbo": "tree",
          "sola": "sun", "luna": "moon"}
 ADJECTIVES = {"granda": "big", "roja": "red", "nova": "new", "blanka": "white"}
@@ -45,7 +48,7 @@ def write_corpus(data_dir: Path, sizes: dict[str, int]) -> Path:
 
 
 def tiny_config(data_dir: Path, **overrides):
-    from attnmt.model.network import ModelConfig
+    from attnmt.model.architectures.rnnsearch import ModelConfig
     from attnmt.model.train import TrainConfig
     model = ModelConfig(embedding_size=32, encoder_hidden=32, decoder_hidden=32, attention_size=32,
                         readout_size=32, dropout=0.0)
@@ -69,7 +72,7 @@ def tiny_run(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_model(tiny_run, tmp_path_factory) -> Path:
     """The tiny run exported to an ONNX model directory (parity-checked by export)."""
-    from attnmt.model.export import export
+    from attnmt.model.export.rnnsearch import export
     out = tmp_path_factory.mktemp("models") / "tiny-xx-en"
     sentences = [s for s, _ in synthetic_corpus(16, seed=99)]
     export(tiny_run / "best.pt", tiny_run / "spm.model", out, "tiny", "xx", "en", sentences)
@@ -80,8 +83,8 @@ def tiny_model(tiny_run, tmp_path_factory) -> Path:
 def listed_model(tiny_run, tmp_path_factory) -> Path:
     """The tiny run exported with a deliberately small lexical shortlist, so that candidate
     sets differ between sentences (tests/test_shortlist.py, tests/test_quantize.py)."""
-    from attnmt.model.export import export
-    from attnmt.model.shortlist import build
+    from attnmt.model.export.rnnsearch import export
+    from attnmt.model.export.shortlist import build
     from attnmt.model.tokenizer import BOS_ID, PAD_ID, Tokenizer
     tok = Tokenizer(tiny_run / "spm.model")
     pairs = synthetic_corpus(1500, seed=0)
@@ -95,13 +98,13 @@ def listed_model(tiny_run, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def engine(tiny_model):
-    from attnmt.service.engine import Engine, EngineOptions
+    from attnmt.service.inference.engine import Engine, EngineOptions
     return Engine(tiny_model, EngineOptions(intra_op_threads=1))
 
 
 @pytest.fixture(scope="session")
 def translator(engine):
-    from attnmt.service.translator import Translator
+    from attnmt.service.text.translator import Translator
     return Translator(engine)
 
 
@@ -112,7 +115,7 @@ def markov_model(tmp_path: Path, tokenizer_dir: Path, table: np.ndarray, vocab: 
     import onnx
     from onnx import TensorProto, helper
 
-    from attnmt.service.manifest import SCHEMA_VERSION, file_entries, write_manifest
+    from attnmt.service.modeldir.manifest import SCHEMA_VERSION, file_entries, write_manifest
     vocab = vocab or table.shape[0]
     enc = helper.make_graph(
         [helper.make_node("Cast", ["src_tokens"], ["tok_f"], to=TensorProto.FLOAT),
@@ -194,6 +197,13 @@ import time  # noqa: E402
 _SERVING = re.compile(r"serving .* on (?P<host>\S+):(?P<port>\d+) .*metrics on \S+:(?P<metrics>\d+|off)")
 
 
+def serve_command(env: dict[str, str]) -> list[str]:
+    """`attnmt serve`, or with `FAULTS` in `env` the test entry point that injects them first."""
+    if "FAULTS" in env:
+        return [sys.executable, str(Path(__file__).parent / "faults.py"), "serve"]
+    return [sys.executable, "-m", "attnmt.service.cli", "serve"]
+
+
 class RunningServer:
     """`attnmt serve` in a subprocess on free loopback ports."""
 
@@ -201,8 +211,8 @@ class RunningServer:
         settings = {"ATTNMT_HOST": "127.0.0.1", "ATTNMT_PORT": "0", "ATTNMT_METRICS_HOST": "127.0.0.1",
                     "ATTNMT_METRICS_PORT": "0", "ATTNMT_MODELS": ",".join(str(m) for m in models),
                     "ATTNMT_INTRA_OP_THREADS": "1", "ATTNMT_LOG_LEVEL": "info", **(env or {})}
-        self.proc = subprocess.Popen([sys.executable, "-m", "attnmt.service.cli", "serve"],
-                                     env={**os.environ, **settings}, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(serve_command(settings), env={**os.environ, **settings},
+                                     stderr=subprocess.PIPE, text=True)
         self.log: list[str] = []
         deadline = time.monotonic() + timeout
         match = None

@@ -1,0 +1,2 @@
+"""Measurement, not serving: benchmarks, load tests, evaluation through the served engine, quality fitting.
+Uses both worlds; nothing imports it, and the serving image does not hold it."""

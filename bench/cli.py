@@ -1,0 +1,285 @@
+"""The measurement subcommands of `attnmt`: bench (engine, server, offline, serving, glossary,
+quality, overload, soak, order), evaluate, evaluate-alignment, fit-quality.
+
+Found by `attnmt` through the `attnmt.commands` entry point; the modules that run them
+(torch, grpc, sacrebleu, the client) are imported only when one runs, so they cost
+`attnmt translate` and `attnmt serve` nothing at start-up."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def _overload(args: argparse.Namespace) -> int:
+    from attnmt.bench.overload import cmd_bench_overload
+    return cmd_bench_overload(args)
+
+
+def _order(args: argparse.Namespace) -> int:
+    from attnmt.bench.order import cmd_bench_order
+    return cmd_bench_order(args)
+
+
+def _soak(args: argparse.Namespace) -> int:
+    from attnmt.bench.soak import cmd_bench_soak
+    return cmd_bench_soak(args)
+
+
+REPO = Path(__file__).resolve().parent.parent
+_REPO = REPO
+
+
+def model_and_data_arguments(b: argparse.ArgumentParser, sentences: bool = True) -> None:
+    """--model, --data (and --sentences): what every benchmark and measurement reads."""
+    b.add_argument("--model", type=Path, default=REPO / "models" / "rnnsearch-es-en",
+                   help="model directory (default: the bundled model)")
+    b.add_argument("--data", type=Path, default=REPO / "data" / "bible",
+                   help="data directory with the test split (default: data/bible)")
+    if sentences:
+        b.add_argument("--sentences", type=int, help="use this many test sentences, evenly spaced (default: all)")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("evaluate", help="BLEU/chrF on the test split (greedy and beam), alignment heatmaps")
+    p.add_argument("--model", type=Path, help="an exported model directory, run by the serving engine (with --run: "
+                                              "the baseline scored beside the run)")
+    p.add_argument("--run", type=Path, help="a training run: its checkpoint scored in PyTorch (either architecture)")
+    p.add_argument("--checkpoint", default="best.pt", help="with --run: best.pt, last.pt, averaged.pt...")
+    p.add_argument("--data", type=Path, required=True, help="data directory with test.{src,tgt}")
+    p.add_argument("--split", default="test")
+    p.add_argument("--beam", type=int, default=5)
+    p.add_argument("--heatmaps", type=int, default=4, help="test sentences to plot")
+    p.add_argument("--out", type=Path, help="where to write hypotheses and heatmaps (default: MODEL/eval or RUN/eval)")
+    p.add_argument("--write-manifest", action="store_true", help="record the scores in MODEL/manifest.json")
+    p.add_argument("--shortlist-change", action="store_true",
+                   help="instead: greedy BLEU on the dev split with and without MODEL's lexical shortlist, written "
+                        "into its manifest (what `attnmt export` leaves to this command)")
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("evaluate-alignment", help="AER, precision, recall of a model's alignments (every rule) and "
+                                                  "of links files on the hand-aligned gold set, bootstrap 95 %% CIs")
+    p.add_argument("--model", type=Path, default=_REPO / "models" / "rnnsearch-es-en")
+    p.add_argument("--gold", type=Path, default=_REPO / "tests" / "data" / "gold-alignments",
+                   help="directory with {split}.tsv (id, domain, source, target, links)")
+    p.add_argument("--splits", nargs="+", default=["dev", "test"])
+    p.add_argument("--tune-split", default="dev", help="the split thresholds are chosen on")
+    p.add_argument("--links", action="append", default=[], metavar="NAME=FILE",
+                   help="score a Pharaoh links file too, one line per gold pair; {split} in FILE is replaced "
+                        "(repeatable), e.g. eflomal=data/gold-links/{split}.links")
+    p.add_argument("--samples", type=int, default=1000, help="bootstrap resamples of the pairs")
+    p.add_argument("--seed", type=int, default=25)
+    p.add_argument("--json", type=Path, help="also write the report here")
+    p.set_defaults(func=cmd_evaluate_alignment)
+
+    p = sub.add_parser("bench", help="benchmarks")
+    bench = p.add_subparsers(dest="bench", required=True)
+    b = bench.add_parser("engine", help="PyTorch eager vs ONNX Runtime greedy decoding, batch 1 and 64")
+    b.add_argument("--model", type=Path, required=True)
+    b.add_argument("--data", type=Path, required=True, help="data directory with the test split")
+    b.add_argument("--sentences", type=int, default=200)
+    b.add_argument("--repeats", type=int, default=3)
+    b.add_argument("--threads", type=int, default=0, help="threads for both runtimes (0: their defaults)")
+    b.add_argument("--json", type=Path, help="also write the report here")
+    b.set_defaults(func=cmd_bench_engine)
+    b = bench.add_parser("server", help="continuous vs request-level batching: closed-loop concurrency sweep and "
+                                        "open-loop Poisson arrivals; table, JSON and a plot")
+    b.add_argument("--model", type=Path, required=True)
+    b.add_argument("--data", type=Path, required=True, help="data directory with the test split")
+    b.add_argument("--concurrency", type=_numbers(int), default=(1, 4, 16, 64, 128),
+                   help="closed-loop clients, comma-separated (default 1,4,16,64,128)")
+    b.add_argument("--loads", type=_numbers(float), default=(0.5, 0.7, 0.9),
+                   help="open-loop rates as fractions of request-level capacity (default 0.5,0.7,0.9)")
+    b.add_argument("--rates", type=_numbers(float), help="open-loop rates in sentences/s instead of --loads")
+    b.add_argument("--requests", type=int, default=400, help="calls per point")
+    b.add_argument("--sentences", type=int, help="test sentences used, evenly spaced (default: all)")
+    b.add_argument("--seed", type=int, default=1, help="sentence order and arrival traces")
+    b.add_argument("--beam", type=int, default=1)
+    b.add_argument("--set", action="append", default=[], metavar="SETTING=VALUE",
+                   help="a server setting for both modes (repeatable), e.g. intra_op_threads=1")
+    b.add_argument("--set-continuous", action="append", default=[], metavar="SETTING=VALUE",
+                   help="a server setting for the continuous mode only (repeatable), e.g. max_batch_tokens=2048")
+    b.add_argument("--traces", type=int, default=1,
+                   help="open-loop arrival traces per rate (seeded); the p99 target is their median")
+    b.add_argument("--plot", type=Path, help="write the plot (PNG) here")
+    b.add_argument("--json", type=Path, help="also write the report here")
+    b.set_defaults(func=cmd_bench_server)
+    b = bench.add_parser("offline", help="`attnmt translate` vs Apertium as processes; beam vs greedy in-process, "
+                                         "and where beam time goes")
+    _bench_arguments(b)
+    b.add_argument("--beam", type=int, default=5)
+    b.add_argument("--apertium-pair", default="spa-eng", help="`apertium -u PAIR` (skipped when not installed)")
+    b.set_defaults(func=cmd_bench_offline)
+    b = bench.add_parser("serving", help="`attnmt serve` (default settings) vs the offline engine: throughput, "
+                                         "CPU per sentence, latency at concurrency 1")
+    _bench_arguments(b)
+    b.add_argument("--concurrency", type=int, default=64)
+    b.add_argument("--latency-sentences", type=int, default=200, help="sentences sent one at a time")
+    b.add_argument("--set", action="append", default=[], metavar="SETTING=VALUE",
+                   help="a server setting other than its default (repeatable), e.g. intra_op_threads=1")
+    b.set_defaults(func=cmd_bench_serving)
+    b = bench.add_parser("glossary", help="a glossary file on the test split: occurrences honoured (present and "
+                                          "aligned), BLEU/chrF without and with it (no torch)")
+    _measure_arguments(b)
+    b.add_argument("--glossary", type=Path, default=_REPO / "tests" / "data" / "glossary-bible.tsv",
+                   help="TSV glossary (default: tests/data/glossary-bible.tsv)")
+    b.add_argument("--beam", type=int, default=5)
+    b.set_defaults(func=cmd_bench_glossary)
+    b = bench.add_parser("quality", help="quality estimation on the test split: Spearman with sentence chrF, AUROC "
+                                         "for the worst 10 %%, Align true vs mismatched references (no torch)")
+    _measure_arguments(b)
+    b.add_argument("--beam", type=int, default=5)
+    b.add_argument("--table", type=Path, help="also write the Markdown table here")
+    b.set_defaults(func=cmd_bench_quality)
+    _register_serving_benches(bench)
+
+    p = sub.add_parser("fit-quality", help="fit a model's quality-estimation weights on its dev split and write "
+                                           "them into its manifest (needs sacrebleu)")
+    p.add_argument("--model", type=Path, required=True, help="model directory (its manifest.json is updated)")
+    p.add_argument("--data", type=Path, nargs="+", required=True,
+                   help="data directories with a dev split (a model serving two domains: both)")
+    p.add_argument("--split", default="dev", help="never the test split: the score is measured there")
+    p.add_argument("--beam", type=int, default=5, help="the search whose output is scored (the server default: 5)")
+    p.set_defaults(func=cmd_fit_quality)
+
+
+def _register_serving_benches(bench: argparse._SubParsersAction) -> None:
+    b = bench.add_parser("overload", help="512 callers against max_queue 64: goodput kept, refusal latency, "
+                                          "CPU and unexpected codes (retrying at once vs honouring RetryInfo)")
+    model_and_data_arguments(b)
+    b.add_argument("--duration", type=float, default=30, help="seconds per run (three runs)")
+    b.add_argument("--max-queue", type=int, default=64)
+    b.add_argument("--callers", type=int, default=512, help="callers in the two overload runs")
+    b.add_argument("--baseline-callers", type=int, default=64, help="callers in the baseline run")
+    b.add_argument("--channels", type=int, default=8, help="connections the callers share")
+    b.add_argument("--one-channel", action="store_true", help="every caller on one channel, as a client that "
+                                                              "multiplexes its calls (instead of --channels)")
+    b.add_argument("--set", action="append", metavar="KEY=VALUE", help="another server setting (repeatable)")
+    b.add_argument("--json", type=Path, help="also write the report here")
+    b.set_defaults(func=_overload)
+    b = bench.add_parser("soak", help="a long mixed-load run at half capacity: memory growth and unexpected errors "
+                                      "(`make soak`: 10 minutes)")
+    model_and_data_arguments(b)
+    b.add_argument("--duration", type=float, default=600, help="seconds of mixed load")
+    b.add_argument("--capacity-seconds", type=float, default=20, help="about this long measuring capacity first")
+    b.add_argument("--sample-every", type=float, default=5.0, help="seconds between memory samples")
+    b.add_argument("--json", type=Path, help="also write the report here")
+    b.set_defaults(func=_soak)
+    b = bench.add_parser("order", help="the decoder alone (no gRPC) on the test sentences longest first, as offline, "
+                                       "and in a server's random order: what the mix costs")
+    model_and_data_arguments(b)
+    b.add_argument("--repeats", type=int, default=3)
+    b.add_argument("--joiners", type=int, help="sentences that join a running batch at a time "
+                                               "(default: the server's min_joiners)")
+    b.add_argument("--rows", type=int, help="rows a step at most (default: the server's max_batch_rows)")
+    b.add_argument("--json", type=Path, help="also write the report here")
+    b.set_defaults(func=_order)
+
+
+def _bench_arguments(b: argparse.ArgumentParser) -> None:
+    model_and_data_arguments(b)
+    b.add_argument("--repeats", type=int, default=5)
+    b.add_argument("--json", type=Path, help="also write the report here")
+
+
+def _measure_arguments(b: argparse.ArgumentParser) -> None:
+    model_and_data_arguments(b, sentences=False)
+    b.add_argument("--json", type=Path, help="also write the report here")
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    if args.run is not None:
+        from attnmt.bench.evaluate_run import evaluate_run
+        report = evaluate_run(args.run, args.data, args.split, args.beam, args.checkpoint, args.model,
+                              args.heatmaps, args.out)
+        print(json.dumps(report, indent=2))
+        return 0
+    if args.model is None:
+        print("attnmt evaluate: --model or --run is needed", file=sys.stderr)
+        return 2
+    if args.shortlist_change:
+        from attnmt.bench.evaluate import shortlist_change
+        print(json.dumps(shortlist_change(args.model, args.data)))
+        return 0
+    from attnmt.bench.evaluate import evaluate
+    report = evaluate(args.model, args.data, args.split, args.beam, args.heatmaps, args.out, args.write_manifest)
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+def cmd_evaluate_alignment(args: argparse.Namespace) -> int:
+    from attnmt.bench.evaluate_alignment import evaluate_alignment, format_report
+    links = dict(item.split("=", 1) for item in args.links)
+    report = evaluate_alignment(args.model, args.gold, tuple(args.splits), args.tune_split, links,
+                                args.samples, args.seed)
+    return _bench_report(report, format_report(report), args.json)
+
+
+def cmd_bench_engine(args: argparse.Namespace) -> int:
+    from attnmt.bench.offline import main
+    return main(args.model, args.data, args.sentences, args.repeats, args.threads, args.json)
+
+
+def _numbers(kind):
+    """An argparse type: comma-separated numbers."""
+    return lambda text: tuple(kind(x) for x in text.split(",") if x.strip())
+
+
+def cmd_bench_server(args: argparse.Namespace) -> int:
+    from attnmt.bench.batching import bench_server, format_bench_server, plot_bench_server
+
+    from attnmt.bench.offline import source_sentences
+    report = bench_server(args.model, source_sentences(args.model, args.data, args.sentences), args.concurrency,
+                          args.loads, args.rates, args.requests, args.beam, args.seed,
+                          settings=dict(item.split("=", 1) for item in args.set), traces=args.traces,
+                          continuous_settings=dict(item.split("=", 1) for item in args.set_continuous))
+    if args.plot:
+        plot_bench_server(report, args.plot)
+    return _bench_report(report, format_bench_server(report), args.json)
+
+
+def cmd_bench_offline(args: argparse.Namespace) -> int:
+    from attnmt.bench.offline import bench_offline, format_offline
+    report = bench_offline(args.model, args.data, args.sentences, args.repeats, args.beam, args.apertium_pair)
+    return _bench_report(report, format_offline(report), args.json)
+
+
+def cmd_bench_serving(args: argparse.Namespace) -> int:
+    from attnmt.bench.loadtest import bench_serving, format_serving
+
+    from attnmt.bench.offline import source_sentences
+    sentences = source_sentences(args.model, args.data, args.sentences)
+    settings = dict(item.split("=", 1) for item in args.set)
+    report = bench_serving(args.model, sentences, args.repeats, args.concurrency, args.latency_sentences, settings)
+    return _bench_report(report, format_serving(report), args.json)
+
+
+def cmd_bench_glossary(args: argparse.Namespace) -> int:
+    # Serving-side measurements: the handler dispatches to service/ (the model directory is the contract).
+    from attnmt.bench.glossary import bench_glossary, format_glossary
+    report = bench_glossary(args.model, args.data, args.glossary, beam=args.beam)
+    return _bench_report(report, format_glossary(report), args.json)
+
+
+def cmd_bench_quality(args: argparse.Namespace) -> int:
+    from attnmt.bench.quality_fit import bench_quality, format_quality
+    report = bench_quality(args.model, args.data, beam=args.beam)
+    table = format_quality(report)
+    if args.table:
+        args.table.write_text(table + "\n", encoding="utf-8")
+    return _bench_report(report, table, args.json)
+
+
+def _bench_report(report: dict, table: str, out: Path | None) -> int:
+    print(table)
+    if out:
+        out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    return 0
+
+
+def cmd_fit_quality(args: argparse.Namespace) -> int:
+    from attnmt.bench.quality_fit import fit_quality
+    print(json.dumps(fit_quality(args.model, args.data, args.split, args.beam)))
+    return 0

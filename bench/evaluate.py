@@ -1,0 +1,114 @@
+"""`attnmt evaluate`: sacreBLEU BLEU and chrF of an exported model on a test
+split, greedy and beam, run by the serving engine (what users get), beside
+Apertium's rule-based output when Apertium is installed; and alignment heatmaps
+(target rows x source columns, like Figure 3 of Bahdanau et al.).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+
+import sacrebleu
+
+from attnmt.service.inference.decoding import SearchOptions
+from attnmt.service.inference.engine import Engine, EngineOptions
+from attnmt.service.plotting import plot_alignment
+from attnmt.service.text.translator import Translator
+
+from attnmt.model.data.corpus import corpus_files, read_parallel
+from attnmt.model.data.placeholders import find as find_placeholders
+
+
+def apertium(sources: list[str]) -> list[str] | None:
+    if shutil.which("apertium") is None:
+        return None
+    proc = subprocess.run(["apertium", "-u", "spa-eng"], input="\n".join(sources) + "\n",
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        return None
+    out = proc.stdout.rstrip("\n").split("\n")
+    return out if len(out) == len(sources) else None
+
+
+def score(hyps: list[str], refs: list[str]) -> dict:
+    return {"bleu": round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2),
+            "chrf": round(sacrebleu.corpus_chrf(hyps, [refs]).score, 2)}
+
+
+def placeholders_kept(sources: list[str], hyps: list[str]) -> dict:
+    """Of the sentences with placeholders (printf, brace, shell, inline tags), how many
+    translations hold exactly the source's, as multisets."""
+    having = [(s, h) for s, h in zip(sources, hyps) if find_placeholders(s)]
+    kept = sum(Counter(find_placeholders(s)) == Counter(find_placeholders(h)) for s, h in having)
+    return {"sentences": len(having), "kept": kept, "share": round(kept / len(having), 4) if having else None}
+
+
+def shortlist_change(model_dir: Path, data_dir: Path, split: str = "dev") -> dict:
+    """Greedy BLEU on `split` with and without the model's lexical shortlist, and the mean
+    candidate count; written into the manifest's `shortlist` section."""
+    from attnmt.model.export.rnnsearch import update_manifest
+
+    full = Engine(model_dir, EngineOptions(shortlist=False))
+    listed = Engine(model_dir, EngineOptions(shortlist=True))
+    m = full.manifest
+    pairs = list(read_parallel(*corpus_files(data_dir, split, m.source_language, m.target_language)))
+    sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
+    report = {"split": f"{Path(data_dir).name}/{split}"}
+    for label, engine in (("full", full), ("shortlist", listed)):
+        translator = Translator(engine, max_tokens=100_000)
+        report[label] = score([t.best.text for t in translator.translate(sources)], refs)
+    sizes = [len(listed.shortlist.candidates(full.tokenizer.encode(s) + [full.eos_id])) for s in sources]
+    report["mean_candidates"] = round(sum(sizes) / len(sizes), 1)
+    report["bleu_change"] = round(report["shortlist"]["bleu"] - report["full"]["bleu"], 2)
+    update_manifest(model_dir, shortlist={"dev": report})
+    return report
+
+
+def evaluate(model_dir: Path, data_dir: Path, split: str = "test", beam: int = 5, heatmaps: int = 4,
+             out: Path | None = None, write_manifest: bool = False) -> dict:
+    engine = Engine(model_dir)
+    translator = Translator(engine, max_tokens=100_000)
+    m = engine.manifest
+    src_path, tgt_path = corpus_files(data_dir, split, m.source_language, m.target_language)
+    pairs = list(read_parallel(src_path, tgt_path))
+    sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
+    out = out or model_dir / "eval" / Path(data_dir).name
+    out.mkdir(parents=True, exist_ok=True)
+
+    report: dict = {"data": str(data_dir), "split": split, "sentences": len(pairs), "date": dt.date.today().isoformat(),
+                    "sacrebleu": f"sacreBLEU {sacrebleu.__version__} defaults (13a, exp smoothing), detokenised"}
+    translations = {}
+    runs = [("greedy", translator, SearchOptions()), (f"beam{beam}", translator, SearchOptions(beam_size=beam))]
+    if engine.manifest.shortlist:            # the same model with its lexical shortlist, for comparison
+        runs.append(("greedy-shortlist", Translator(Engine(model_dir, EngineOptions(shortlist=True)),
+                                                    max_tokens=100_000), SearchOptions()))
+    if translator.protector is not None:     # the same model with placeholder protection off, for comparison
+        runs.append(("greedy-unprotected", Translator(engine, max_tokens=100_000, protect_placeholders=False),
+                     SearchOptions()))
+    for label, model, options in runs:
+        start = time.perf_counter()
+        translations[label] = model.translate(sources, options)
+        seconds = time.perf_counter() - start
+        hyps = [t.best.text for t in translations[label]]
+        (out / f"{split}.{label}.{m.target_language}").write_text("\n".join(hyps) + "\n", encoding="utf-8")
+        report[label] = {**score(hyps, refs), "seconds": round(seconds, 1),
+                         "placeholders": placeholders_kept(sources, hyps)}
+    baseline = apertium(sources)
+    if baseline is not None:
+        report["apertium"] = {**score(baseline, refs), "placeholders": placeholders_kept(sources, baseline)}
+
+    for n in range(min(heatmaps, len(pairs))):
+        index = n * max(1, len(pairs) // max(heatmaps, 1))
+        hyp = translations[f"beam{beam}"][index].best
+        plot_alignment(hyp, out / f"alignment-{index}.png", title=f"{sources[index][:80]}")
+    (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    if write_manifest:
+        from attnmt.model.export.rnnsearch import update_manifest
+        update_manifest(model_dir, evaluation={f"{Path(data_dir).name}/{split}": report})
+    return report

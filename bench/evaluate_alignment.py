@@ -1,0 +1,285 @@
+"""`attnmt evaluate-alignment`: AER, precision and recall of a model's word
+alignments on the hand-aligned gold set (tests/data/gold-alignments/), for every
+way the server makes links and every rule read from the same α, beside any links
+file (a statistical aligner's), with bootstrap 95 % intervals.
+
+The model aligns each gold pair by forced decoding of its reference through
+`Translator.search(target=...)` and `Translator.result`, the path of the Align
+RPC, so the served rows measure what the server returns. Readings of α, all at
+the server's word level (sum over a word's source pieces, mean over its target
+pieces, `</s>` dropped):
+
+- `attention`: the α of the step that predicts each target piece (what is served);
+- `shift-att`: Shift-Att (Chen et al. 2020, "Accurate word alignment induction from
+  neural machine translation"): target piece k read at step k+1, the step whose
+  decoder input is piece k; the last piece's row is the step that predicts `</s>`;
+- `shift+2`: piece k read at step k+2. RNNsearch's step i scores the source with
+  s_{i-1} (Bahdanau's query) and only then feeds its input y_{i-1} to the GRU, so
+  the first query that has read piece k is s_{k+1}, at step k+2. Forced decoding
+  stops after `</s>`, so the last piece falls back to the `</s>` step;
+- `shift-1`: piece k read at step k-1 (the first piece at step 0). The served α
+  tends to look one source word ahead ("The" → "gobierno"); this reads it back.
+
+A word's rows are the mean of its pieces' rows (as the server aggregates).
+Each reading gives its target-side and source-side argmax, their intersection,
+union and grow-diag(-final)(-and) (attnmt.bench.aer), and a threshold
+tuned on dev. The served rows call the server's own functions (`hard_alignment`):
+argmax per target word (the default), α >= threshold, and argmax per target
+piece mapped to words (`level="pieces"`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from attnmt.service.text.alignment import EOS_TOKEN, word_groups
+from attnmt.bench.aer import (RULES, Links, aer_ratio, diagonal, pair_counts, parse_pharaoh,
+                                           read_links, rules_from_alpha, score_with_intervals, scores,
+                                           threshold_links)
+from attnmt.service.inference.engine import Engine
+from attnmt.bench.loadtest import describe, machine
+from attnmt.service.text.translator import Hypothesis, Translator
+
+GOLD = Path(__file__).resolve().parent.parent / "tests" / "data" / "gold-alignments"
+GOLD_HEADER = ["id", "domain", "source", "target", "links"]
+READINGS = {"attention": 0, "shift-1": -1, "shift-att": 1, "shift+2": 2}   # reading: steps after piece k's own
+SERVED_DEFAULT = "served: argmax per target word (default)"
+THRESHOLDS = tuple(round(t, 2) for t in np.arange(0.05, 1.0, 0.05))
+
+
+@dataclass
+class GoldPair:
+    id: str
+    domain: str
+    source: str
+    target: str
+    sure: Links
+    possible: Links
+    annotated: bool                 # an empty links field is a pair not yet aligned by hand: not scored
+
+
+def read_gold(path: Path) -> list[GoldPair]:
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    if lines[0].split("\t") != GOLD_HEADER:
+        raise ValueError(f"{path}: the header must be {' '.join(GOLD_HEADER)} (tab-separated)")
+    pairs = []
+    for n, line in enumerate(lines[1:], 2):
+        fields = line.split("\t")
+        if len(fields) != 5:
+            raise ValueError(f"{path}:{n}: expected 5 tab-separated fields, got {len(fields)}")
+        sure, possible = parse_pharaoh(fields[4])
+        pair = GoldPair(fields[0], fields[1], fields[2], fields[3], sure, possible, bool(fields[4].strip()))
+        src, tgt = len(pair.source.split()), len(pair.target.split())
+        if any(not (0 <= i < src and 0 <= j < tgt) for i, j in possible):
+            raise ValueError(f"{path}:{n} ({pair.id}): a link is outside {src} source x {tgt} target words")
+        pairs.append(pair)
+    return pairs
+
+
+def word_map(server_words: list[str], text: str) -> list[int]:
+    """Each server word's index among `text.split()` (the gold's words). They are the
+    same words unless tokenisation changed the text; then by character position."""
+    gold = text.split()
+    if len(server_words) == len(gold):
+        return list(range(len(gold)))
+    key = lambda w: unicodedata.normalize("NFKC", w).replace("\u2581", "")           # noqa: E731
+    gold_ends = np.cumsum([len(key(w)) for w in gold])
+    starts = np.cumsum([0] + [len(key(w)) for w in server_words[:-1]])
+    scale = gold_ends[-1] / max(1, starts[-1] + len(key(server_words[-1])))           # lengths may differ a little
+    return [min(len(gold) - 1, int(np.searchsorted(gold_ends, s * scale, side="right"))) for s in starts]
+
+
+def _readings(hyp: Hypothesis) -> dict[str, np.ndarray]:
+    """Word-level α (target words x source words, no `</s>`) of each reading."""
+    tokens = hyp.target_tokens
+    assert tokens[-1] == EOS_TOKEN, "forced decoding ends with </s>"
+    src_groups, tgt_groups = word_groups(hyp.source_tokens), word_groups(tokens)
+    assert tgt_groups[-1] == [len(tokens) - 1] and src_groups[-1] == [len(hyp.source_tokens) - 1]
+    src_starts = [g[0] for g in src_groups]
+    words = tgt_groups[:-1]                                                       # target words, </s> dropped
+    # alpha: target pieces (incl. </s>) x source pieces (incl. </s>); row k is the step that predicts piece k
+    by_source_word = np.add.reduceat(hyp.alignment, src_starts, axis=1)[:, :-1]   # T x S_words, </s> column dropped
+    last = len(tokens) - 1                                                        # the </s> step
+    readings = {"attention": hyp.word_alignment[:-1, :-1]}
+    for reading, shift in READINGS.items():
+        if shift:                                                                 # a word's rows: its pieces', moved
+            readings[reading] = np.stack([by_source_word[np.clip(np.array(g) + shift, 0, last)].mean(axis=0)
+                                          for g in words])
+    return readings
+
+
+def _served(hyp: Hypothesis, thresholds) -> dict[str, Links]:
+    """The server's own hard links (word indices), including `level="pieces"` mapped to words."""
+    piece_word = lambda tokens: {p: w for w, g in enumerate(word_groups(tokens)) for p in g}  # noqa: E731
+    src_word, tgt_word = piece_word(hyp.source_tokens), piece_word(hyp.target_tokens)
+    served = {SERVED_DEFAULT: set(hyp.hard_alignment()),
+              "served: argmax per target piece, to words": {(src_word[i], tgt_word[j])
+                                                          for i, j in hyp.hard_alignment(level="pieces")}}
+    for t in thresholds:
+        served[f"served: α >= {t:g}"] = set(hyp.hard_alignment(t))
+    return served
+
+
+def model_links(model_dir: Path, pairs: list[GoldPair], thresholds=THRESHOLDS) -> tuple[list[dict[str, Links]], dict]:
+    """For each pair, every rule's links in gold word indices; and how it went."""
+    translator = Translator(Engine(model_dir), max_tokens=100_000)
+    start = time.perf_counter()
+    translations = translator.align([(p.source, p.target) for p in pairs])
+    seconds = time.perf_counter() - start
+    out, mismatched = [], 0
+    for pair, translation in zip(pairs, translations):
+        hyp = translation.best
+        src_map, tgt_map = word_map(hyp.source_words[:-1], pair.source), word_map(hyp.target_words[:-1], pair.target)
+        mismatched += len(src_map) != len(pair.source.split()) or len(tgt_map) != len(pair.target.split())
+        links = _served(hyp, thresholds)
+        for reading, alpha in _readings(hyp).items():
+            for rule, found in rules_from_alpha(alpha).items():
+                links[f"{reading} {rule}"] = found
+            if reading != "attention":                  # the served threshold rows are attention's
+                for t in thresholds:
+                    links[f"{reading} α >= {t:g}"] = threshold_links(alpha, t)
+        # the same links two ways: the served function, and this module's reading of α
+        assert links.pop("attention target-argmax") == links[SERVED_DEFAULT]
+        links = {name: {(src_map[i], tgt_map[j]) for i, j in found} for name, found in links.items()}
+        links["diagonal (no model)"] = diagonal(len(pair.source.split()), len(pair.target.split()))
+        out.append(links)
+    return out, {"pairs": len(pairs), "seconds": round(seconds, 2), "word_count_mismatches": int(mismatched)}
+
+
+def _counts(pairs: list[GoldPair], found: list[Links]) -> np.ndarray:
+    return np.array([pair_counts(f, p.sure, p.possible) for p, f in zip(pairs, found)])      # pairs x 4
+
+
+def _score(pairs: list[GoldPair], found: list[Links], samples: int, seed: int) -> dict:
+    counts = _counts(pairs, found)
+    result = score_with_intervals(counts, samples, seed)
+    result["links"] = int(counts[:, 0].sum())
+    for domain in sorted({p.domain for p in pairs}):
+        rows = [n for n, p in enumerate(pairs) if p.domain == domain]
+        result.setdefault("domains", {})[domain] = score_with_intervals(counts[rows], samples, seed)["aer"]
+    return result
+
+
+def evaluate_alignment(model_dir: Path, gold_dir: Path = GOLD, splits=("dev", "test"), tune_split: str = "dev",
+                       links: dict[str, str] | None = None, samples: int = 1000, seed: int = 25) -> dict:
+    """links: name -> Pharaoh file, one line per gold pair; `{split}` in the path is
+    replaced by the split's name. Thresholds are chosen on `tune_split` (lowest AER)."""
+    gold = {split: read_gold(Path(gold_dir) / f"{split}.tsv") for split in splits}
+    scored = {split: [p for p in rows if p.annotated] for split, rows in gold.items()}
+    everything = [p for split in splits for p in scored[split]]
+    report: dict = {"model": str(model_dir), "gold": str(gold_dir), "machine": machine(),
+                    "bootstrap": {"samples": samples, "seed": seed, "level": 0.95, "over": "sentence pairs"},
+                    "metric": "micro AER, precision, recall (Och & Ney 2003), Sure ⊆ Possible",
+                    "splits": {}, "external": {}}
+    found, report["forced_decoding"] = model_links(model_dir, everything) if everything else ([], {})
+    by_pair = {id(p): f for p, f in zip(everything, found)}
+    for name, pattern in (links or {}).items():
+        card = Path(pattern.replace("{split}", splits[0])).parent / "links.json"
+        report["external"][name] = {"path": pattern, "card": json.loads(card.read_text()) if card.exists() else None}
+        for split in splits:
+            path = pattern.replace("{split}", split)
+            lines = read_links(path)
+            if len(lines) != len(gold[split]):
+                raise ValueError(f"{path}: {len(lines)} lines for {len(gold[split])} gold pairs in {split}.tsv")
+            for pair, line in zip(gold[split], lines):
+                if pair.annotated:
+                    by_pair[id(pair)][name] = line
+
+    tuned: dict[str, float] = {}
+    for split in sorted(splits, key=lambda name: name != tune_split):          # the tuning split first
+        pairs = scored[split]
+        entry = report["splits"][split] = {
+            "pairs": len(gold[split]), "annotated": len(pairs),
+            "domains": {d: sum(p.domain == d for p in pairs) for d in sorted({p.domain for p in pairs})},
+            "sure": sum(len(p.sure) for p in pairs), "possible_only": sum(len(p.possible - p.sure) for p in pairs),
+            "rules": {}}
+        if not pairs:
+            continue
+        found_by = lambda name: [by_pair[id(p)][name] for p in pairs]                          # noqa: E731
+        for name in [n for n in by_pair[id(pairs[0])] if " >= " not in n]:
+            entry["rules"][name] = _score(pairs, found_by(name), samples, seed)
+        prefixes = ["served: α"] + [f"{r} α" for r in list(READINGS)[1:]]
+        entry["sweep"] = {prefix: {f"{t:g}": round(float(scores(_counts(pairs, found_by(f"{prefix} >= {t:g}")))["aer"]),
+                                                   4) for t in THRESHOLDS} for prefix in prefixes}
+        if split == tune_split:
+            tuned = {prefix: float(min(sweep, key=sweep.get)) for prefix, sweep in entry["sweep"].items()}
+        for prefix, t in tuned.items():
+            name = f"{prefix} >= {t:g} (tuned on {tune_split})"
+            entry["rules"][name] = _score(pairs, found_by(f"{prefix} >= {t:g}"), samples, seed)
+            by_pair.update({id(p): {**by_pair[id(p)], name: by_pair[id(p)][f"{prefix} >= {t:g}"]} for p in pairs})
+        if split == tune_split:
+            model_rules = [n for n in entry["rules"] if n not in report["external"] and not n.startswith("diagonal")]
+            report["best_on_dev"] = min(model_rules, key=lambda n: entry["rules"][n]["aer"]["value"])
+        compared = [SERVED_DEFAULT] + ([report["best_on_dev"]] if "best_on_dev" in report else [])
+        entry["ratios"] = {f"{rule} / {ext}": aer_ratio(_counts(pairs, found_by(rule)), _counts(pairs, found_by(ext)),
+                                                        samples, seed)
+                           for ext in report["external"] for rule in dict.fromkeys(compared)}
+    report["splits"] = {split: report["splits"][split] for split in splits}
+    report["thresholds"] = {"tuned_on": tune_split, "chosen": tuned, "grid": list(THRESHOLDS)}
+    return report
+
+
+def format_report(report: dict) -> str:
+    """One table per split, rows in the order: external links files, served rules,
+    each reading's rules, the diagonal floor."""
+    out = []
+    for split, entry in report["splits"].items():
+        domains = ", ".join(f"{n} {d}" for d, n in entry["domains"].items())
+        out.append(f"Gold {split}: {entry['annotated']} of {entry['pairs']} pairs aligned by hand ({domains}); "
+                   f"{entry['sure']} Sure, {entry['possible_only']} Possible-only links. AER, precision, recall in %, "
+                   f"bootstrap 95 % CI ({report['bootstrap']['samples']} resamples of the pairs, "
+                   f"seed {report['bootstrap']['seed']}).")
+        if not entry["rules"]:
+            out.append("  (no pair aligned by hand yet)\n")
+            continue
+        domain_names = list(entry["domains"])
+        width = max(len(n) for n in entry["rules"]) + 2
+        out.append(f"{'rule':<{width}}{'AER [95 % CI]':<22}{'precision':>10}{'recall':>8}"
+                   + "".join(f"{d + ' AER':>14}" for d in domain_names))
+        for name in sorted(entry["rules"], key=lambda n: _row_order(n, report["external"])):
+            r = entry["rules"][name]
+            aer = r["aer"]
+            cell = f"{100 * aer['value']:.1f} [{100 * aer['low']:.1f}, {100 * aer['high']:.1f}]"
+            out.append(f"{name:<{width}}{cell:<22}{100 * r['precision']['value']:>10.1f}"
+                       f"{100 * r['recall']['value']:>8.1f}"
+                       + "".join(f"{100 * r['domains'][d]['value']:>14.1f}" if d in r["domains"] else f"{'':>14}"
+                                 for d in domain_names))
+        for name, r in entry.get("ratios", {}).items():
+            out.append(f"AER ratio {name}: {r['value']:.2f}× [{r['low']:.2f}, {r['high']:.2f}]")
+        out.append("")
+    if "best_on_dev" in report:
+        out.append(f"Lowest dev AER of the model's rules: {report['best_on_dev']}.")
+    decoding = report.get("forced_decoding") or {}
+    if decoding:
+        out.append(f"Forced decoding (the Align RPC's path): {decoding['pairs']} pairs in {decoding['seconds']} s; "
+                   f"{decoding['word_count_mismatches']} pairs with server words other than the gold's (mapped by "
+                   f"position). Machine: {describe(report['machine'])}.")
+    for name, ext in report["external"].items():
+        card = ext.get("card") or {}
+        if card:
+            where = describe(card["machine"]) if "machine" in card else "?"
+            out.append(f"{name}: {card.get('aligner', '?')} ({ext['path']}), {card.get('pairs', '?')} pairs aligned "
+                       f"in {card.get('seconds', '?')} s on {where}; settings {card.get('settings', {})}.")
+    if report["thresholds"]["chosen"]:
+        out.append("Thresholds tuned on " + report["thresholds"]["tuned_on"] + ": "
+                   + ", ".join(f"{k} >= {v:g}" for k, v in report["thresholds"]["chosen"].items()))
+    return "\n".join(out)
+
+
+def _row_order(name: str, external: dict) -> tuple[int, int, str]:
+    """External links files, served rules, then each reading's rules in RULES order, the diagonal last."""
+    if name in external:
+        return 0, 0, name
+    if name.startswith("served"):
+        return 1, 0, name
+    for k, reading in enumerate(READINGS):
+        if name.startswith(reading + " "):
+            rule = name[len(reading) + 1:]
+            return 2 + k, RULES.index(rule) if rule in RULES else len(RULES), name
+    return 9, 0, name

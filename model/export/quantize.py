@@ -1,0 +1,415 @@
+"""`attnmt export --quantize int8`: int8 graphs whose activations are quantized per
+row, and what they cost and gain measured on the dev split and written to the manifest.
+
+ONNX Runtime's `quantize_dynamic` stores the weights as int8 and quantizes each
+MatMul's input on the fly with `DynamicQuantizeLinear`, whose scale and zero point come
+from the whole tensor, i.e. from the whole batch: a sentence's output would depend on
+its batch-mates. `per_row_activations` rewrites each of these so that every row (every
+vector along the last axis) is quantized by its own values alone:
+
+    s = max(|x|) / 127                      over the last axis: [..., 1]
+    q = uint8(clip(round(x / s) + 128, 0, 255))
+
+A per-row zero point is not possible: ONNX Runtime's MatMulInteger takes only a scalar
+one for its first input, so the scale is symmetric and the zero point the constant 128.
+The int32 accumulation is exact, so batch-mates cannot change a row's result through
+the quantization; `quantize_int8` measures that and refuses a directory where they do.
+They still reach it through the float attention, whose sums over a longer padded source
+differ in the last bits; int8 rounding can turn such a difference into a whole quantum,
+rarely (`batch_invariance`).
+
+The shortlist step graphs are quantized so that their output layer computes what the full
+graphs' does (`integer_matmuls`): the engine runs a sentence through one or the other
+depending on its batch-mates.
+
+Both directories are measured with the same greedy loop over the step graph
+(`export.onnx_greedy`), so the comparison is of the graphs alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import sacrebleu
+
+from attnmt.service.modeldir.manifest import ENCODER_OUTPUTS, file_entries, load_manifest, write_manifest
+
+from attnmt.model.batching import make_batch
+from attnmt.model.export.rnnsearch import PARITY_TOPK, full_precision, no_specials_bias, onnx_greedy, onnx_sessions, onnx_step, share_weights
+from attnmt.model.tokenizer import BOS_ID, EOS_ID, Tokenizer
+
+ZERO_POINT = 128            # uint8: the symmetric int8 range shifted into MatMulInteger's uint8 input
+EPSILON = 1e-20             # floor of a row's max |x|: an all-zero row still gets a finite scale
+BATCH_TOLERANCE = 1e-5      # largest change batch-mates may make to a log-probability or α
+INVARIANCE_SENTENCES = 64   # dev sentences decoded alone and together to measure it
+_ROW = "per_row_quantization"   # prefix of the names the rewrite adds to a graph
+
+
+def _greedy(model_dir: Path, sources: list[str], refs: list[str]) -> tuple[float, float]:
+    manifest = load_manifest(model_dir)
+    sessions = onnx_sessions(model_dir)
+    tok = Tokenizer(model_dir / manifest.tokenizer)
+    ids = [tok.encode(s) for s in sources]
+    onnx_greedy(sessions, ids[:16], manifest.vocab_size)     # warm-up
+    start = time.perf_counter()
+    hyps = [tok.decode(out) for out in onnx_greedy(sessions, ids, manifest.vocab_size)]
+    return sacrebleu.corpus_bleu(hyps, [refs]).score, time.perf_counter() - start
+
+
+def untie(graph) -> None:
+    """Give every use of a shared initializer its own copy. The tied embedding is
+    both a Gather table and the output Gemm's weight in each step graph (and a
+    Gather table in the encoder); the quantizer transposes a Gemm weight in place,
+    which would hand the Gather a transposed table. share_weights() stores the
+    copies once again afterwards: the Gather tables of the three graphs are one
+    tensor in weights.bin, the quantized output weight (the same in both step
+    graphs) another."""
+    initializers = {t.name: t for t in graph.initializer}
+    seen: set[str] = set()
+    for n, node in enumerate(graph.node):
+        for i, name in enumerate(node.input):
+            if name not in initializers:
+                continue
+            if name in seen:
+                copy = graph.initializer.add()
+                copy.CopyFrom(initializers[name])
+                copy.name = f"{name}__use{n}"
+                node.input[i] = copy.name
+            seen.add(name)
+
+
+def per_row_activations(model) -> int:
+    """Replace each `DynamicQuantizeLinear(x) -> (xq, x_scale, x_zero_point)` by per-row
+    quantization of x: xq from standard ops, x_scale [..., 1], x_zero_point the constant 128.
+    quantize_dynamic uses these only as MatMulInteger(xq, w, x_zero_point, w_zero_point)
+    rescaled by Cast(int32 -> float) * (x_scale * w_scale) (checked; anything else is
+    refused); the rescale becomes (Cast * w_scale) * x_scale, where x_scale [..., 1]
+    broadcasts over the output's last axis. Returns how many were replaced."""
+    from onnx import numpy_helper
+
+    graph = model.graph
+    opset = _opset(model)
+    producers = {name: node for node in graph.node for name in node.output}
+    consumers = _consumers(graph)
+    quantizers = [node for node in graph.node if node.op_type == "DynamicQuantizeLinear"]
+    products: set[str] = set()                      # outputs of Mul(x_scale, w_scale): dropped
+    rescales: dict[str, tuple[str, str, str]] = {}  # rescale output -> (Cast output, w_scale, x_scale)
+    for quantizer in quantizers:
+        x_scale = quantizer.output[1]
+        for product, rescale, cast in _rescales(quantizer, producers, consumers):
+            products.add(product.output[0])
+            w_scale = next(name for name in product.input if name != x_scale)
+            rescales[rescale.output[0]] = (cast.output[0], w_scale, x_scale)
+
+    nodes = []
+    for node in graph.node:
+        out = node.output[0]
+        if node.op_type == "DynamicQuantizeLinear":
+            x, (xq, x_scale, x_zero_point) = node.input[0], node.output
+            nodes.extend(_quantize_rows(x, xq, x_scale, opset))
+            graph.initializer.append(numpy_helper.from_array(np.array(ZERO_POINT, np.uint8), x_zero_point))
+        elif out in rescales:
+            nodes.extend(_rescale(*rescales[out], out))
+        elif out not in products:
+            nodes.append(node)
+    if quantizers:
+        _add_row_constants(graph)
+    del graph.node[:]
+    graph.node.extend(nodes)
+    del graph.value_info[:]           # quantize_dynamic recorded x_scale and its products as scalars
+    return len(quantizers)
+
+
+def _rescales(quantizer, producers: dict, consumers: dict) -> list[tuple]:
+    """How quantize_dynamic uses one DynamicQuantizeLinear: per MatMulInteger of xq, the
+    nodes (Mul(x_scale, w_scale), Mul(Cast, that), Cast(MatMulInteger)). ValueError if
+    its outputs are used in any other way."""
+    xq, x_scale, x_zero_point = quantizer.output
+
+    def refused(why: str) -> ValueError:
+        return ValueError(f"{quantizer.name}: {why}; per-row scales are not applied to it")
+
+    matmuls = consumers[xq]
+    for matmul in matmuls:
+        if matmul.op_type != "MatMulInteger" or matmul.input[0] != xq or matmul.input[2:3] != [x_zero_point]:
+            raise refused(f"{xq} is used by {matmul.op_type} {matmul.name}")
+    if any(node not in matmuls for node in consumers[x_zero_point]):
+        raise refused(f"{x_zero_point} is used beside MatMulInteger")
+    found = []
+    for product in consumers[x_scale]:
+        after = consumers[product.output[0]]
+        if product.op_type != "Mul" or len(after) != 1 or after[0].op_type != "Mul":
+            raise refused(f"{x_scale} is used by {product.op_type} {product.name}")
+        rescale = after[0]
+        cast = next((producers.get(name) for name in rescale.input if name != product.output[0]), None)
+        if cast is None or cast.op_type != "Cast" or producers.get(cast.input[0]) not in matmuls:
+            raise refused(f"{rescale.name} does not rescale a MatMulInteger of {xq}")
+        found.append((product, rescale, cast))
+    if len(found) != len(matmuls):
+        raise refused(f"not every MatMulInteger of {xq} is rescaled by {x_scale}")
+    return found
+
+
+def integer_matmuls(model) -> int:
+    """Turn each MatMul(x, DequantizeLinear(wq, w_scale, w_zero_point)) into what
+    per_row_activations makes of quantize_dynamic's MatMuls: x quantized per row,
+    MatMulInteger(xq, wq, 128, w_zero_point), (Cast * w_scale) * x_scale. quantize_dynamic
+    leaves it float: the shortlist graphs' output layer, whose weight is the int8 table
+    gathered by `candidates`. The engine runs a sentence through the shortlist graph or
+    the full one depending on its batch-mates (service/inference/decoding.py), so the two output
+    layers must compute the same logits. Returns how many were replaced."""
+    from onnx import TensorProto, helper
+
+    graph = model.graph
+    opset = _opset(model)
+    scalars = {t.name for t in graph.initializer if not t.dims}
+    producers = {name: node for node in graph.node for name in node.output}
+    nodes, replaced = [], 0
+    for node in graph.node:
+        weight = producers.get(node.input[1]) if node.op_type == "MatMul" else None
+        dequantized = weight is not None and weight.op_type == "DequantizeLinear" and len(weight.input) == 3
+        if not (dequantized and set(weight.input[1:]) <= scalars):     # a per-tensor scale and zero point
+            nodes.append(node)
+            continue
+        x, (wq, w_scale, w_zero_point), out = node.input[0], weight.input, node.output[0]
+        name = f"{out}/{_ROW}"
+        nodes.extend(_quantize_rows(x, f"{name}/xq", f"{name}/x_scale", opset))
+        nodes.extend([
+            helper.make_node("MatMulInteger", [f"{name}/xq", wq, f"{_ROW}/x_zero_point", w_zero_point],
+                             [f"{name}/integer"]),
+            helper.make_node("Cast", [f"{name}/integer"], [f"{name}/float"], to=TensorProto.FLOAT),
+            *_rescale(f"{name}/float", w_scale, f"{name}/x_scale", out),
+        ])
+        replaced += 1
+    used = {name for node in nodes for name in node.input} | {o.name for o in graph.output}
+    nodes = [n for n in nodes if n.op_type != "DequantizeLinear" or n.output[0] in used]
+    if replaced:
+        _add_row_constants(graph)
+    del graph.node[:]
+    graph.node.extend(nodes)
+    del graph.value_info[:]
+    return replaced
+
+
+def _opset(model) -> int:
+    return next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+
+
+def _consumers(graph) -> dict[str, list]:
+    """tensor name -> the nodes that read it"""
+    consumers = defaultdict(list)
+    for node in graph.node:
+        for name in node.input:
+            consumers[name].append(node)
+    return consumers
+
+
+def _rescale(integer: str, w_scale: str, x_scale: str, out: str) -> list:
+    """out = (integer * w_scale) * x_scale, x_scale [..., 1] broadcasting over the last axis
+    [..., M]. Not integer * (x_scale * w_scale): ONNX Runtime's optimizer fuses that into a
+    MatMulIntegerToFloat, which (onnxruntime 1.31) multiplies a non-scalar x_scale into the
+    output after adding the layer's bias."""
+    from onnx import helper
+    return [helper.make_node("Mul", [integer, w_scale], [f"{out}/{_ROW}/w_scaled"]),
+            helper.make_node("Mul", [f"{out}/{_ROW}/w_scaled", x_scale], [out])]
+
+
+def _add_row_constants(graph) -> None:
+    from onnx import numpy_helper
+    if any(t.name.startswith(f"{_ROW}/") for t in graph.initializer):
+        return
+    values = {"epsilon": np.float32(EPSILON), "q_max": np.float32(127), "zero_point": np.float32(ZERO_POINT),
+              "low": np.float32(0), "high": np.float32(255), "last_axis": np.array([-1], np.int64),
+              "x_zero_point": np.uint8(ZERO_POINT)}
+    graph.initializer.extend(numpy_helper.from_array(np.asarray(v), f"{_ROW}/{k}") for k, v in values.items())
+
+
+def _quantize_rows(x: str, xq: str, x_scale: str, opset: int) -> list:
+    """The nodes that compute xq = uint8(clip(round(x / s) + 128, 0, 255)) with
+    x_scale = s = max(|x|, EPSILON) / 127 over the last axis."""
+    from onnx import TensorProto, helper
+
+    def name(step: str) -> str:
+        return f"{xq}/{_ROW}/{step}"
+
+    if opset >= 18:   # ReduceMax's axes became an input in opset 18
+        reduce_max = helper.make_node("ReduceMax", [name("abs"), f"{_ROW}/last_axis"], [name("max")], keepdims=1)
+    else:
+        reduce_max = helper.make_node("ReduceMax", [name("abs")], [name("max")], axes=[-1], keepdims=1)
+    return [
+        helper.make_node("Abs", [x], [name("abs")]),
+        reduce_max,                                                                       # [..., 1]
+        helper.make_node("Max", [name("max"), f"{_ROW}/epsilon"], [name("floored")]),
+        helper.make_node("Div", [name("floored"), f"{_ROW}/q_max"], [x_scale]),          # [..., 1]
+        helper.make_node("Div", [x, x_scale], [name("scaled")]),                          # [..., K] in [-127, 127]
+        helper.make_node("Round", [name("scaled")], [name("rounded")]),
+        helper.make_node("Add", [name("rounded"), f"{_ROW}/zero_point"], [name("shifted")]),
+        helper.make_node("Clip", [name("shifted"), f"{_ROW}/low", f"{_ROW}/high"], [name("clipped")]),
+        helper.make_node("Cast", [name("clipped")], [xq], to=TensorProto.UINT8),
+    ]
+
+
+def write_int8(fp32_dir: Path, out_dir: Path) -> dict:
+    """Quantize every graph of a model directory (the shortlist's too) into `out_dir`,
+    with per-row activation scales; copy the tokenizer and shortlist; return the manifest."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    out_dir.mkdir(parents=True)
+    logging.getLogger().setLevel(logging.ERROR)               # quantize_dynamic advises pre-processing at WARNING
+    manifest = load_manifest(fp32_dir).model_dump(mode="json")
+    graphs = list(manifest["graphs"].values())
+    for graph in graphs:
+        model = onnx.load(str(fp32_dir / graph))          # with its external weights
+        # The TorchScript exporter's intermediate shape annotations can be wrong (a
+        # concatenation recorded 8512 wide instead of 768); the quantizer would trust
+        # them and build MatMulIntegers ONNX Runtime rejects. Let it infer afresh.
+        del model.graph.value_info[:]
+        full_precision(model.graph)                       # weights stored as float16 behind Casts
+        untie(model.graph)
+        # The shortlist graphs' output layer gathers its weight and bias by `candidates`.
+        # quantize_dynamic would store both tables as activations (uint8, asymmetric): as
+        # an int8 weight the first holds the full graphs' output weight, value for value,
+        # and the bias stays float as theirs does.
+        weights, biases = _gathered_output_layer(model.graph)
+        overrides = {name: [{"quant_type": QuantType.QInt8, "reduce_range": True}] for name in weights}
+        plain = out_dir / f"{graph}.float"
+        onnx.save(model, str(plain))
+        # Weights in 7 bits (reduce_range): on a CPU without VNNI (AVX2 only, as the AMD EPYC
+        # some of our machines have) ONNX Runtime's u8 x s8 kernel adds pairs of products in
+        # saturating int16, and full-range weights overflowed it (garbled greedy output on
+        # the test model); 7 bits keep every sum exact, so every CPU computes the same.
+        quantize_dynamic(str(plain), str(out_dir / graph), weight_type=QuantType.QInt8, nodes_to_exclude=biases,
+                         reduce_range=True, extra_options={"TensorQuantOverrides": overrides})
+        plain.unlink()
+        model = onnx.load(str(out_dir / graph))
+        per_row_activations(model)
+        integer_matmuls(model)
+        onnx.save(model, str(out_dir / graph))
+    share_weights(out_dir, graphs)
+    copied = [manifest["tokenizer"]] + ([manifest["shortlist"]["file"]] if manifest.get("shortlist") else [])
+    for name in copied:
+        shutil.copy(fp32_dir / name, out_dir / name)
+    files = [*graphs, "weights.bin", *copied]                # no checkpoint: it holds the float weights
+    manifest.update(files=file_entries(out_dir, files), version=manifest["version"] + "-int8")
+    write_manifest(out_dir, manifest)
+    return manifest
+
+
+def _gathered_output_layer(graph) -> tuple[list[str], list[str]]:
+    """(weight tables, names of the bias Gathers) of an output layer whose rows are
+    gathered: Gather(W) -> [Transpose] -> MatMul's weight, Gather(b) -> Add."""
+    consumers = _consumers(graph)
+    shapes = {t.name: len(t.dims) for t in graph.initializer}
+    weights, biases = [], []
+    for node in (n for n in graph.node if n.op_type == "Gather" and n.input[0] in shapes):
+        table, rows = node.input[0], node.output[0]
+        as_weight = {rows} | {u.output[0] for u in consumers[rows] if u.op_type == "Transpose"}
+        if shapes[table] == 2 and any(u.op_type == "MatMul" and u.input[1] in as_weight
+                                      for name in as_weight for u in consumers[name]):
+            weights.append(table)
+        elif shapes[table] == 1 and any(u.op_type == "Add" for u in consumers[rows]):
+            biases.append(node.name)
+    return weights, biases
+
+
+def batch_invariance(model_dir: Path, sources: list[list[int]]) -> dict:
+    """What batch-mates change. Each sentence's greedy translation (decoded in one batch
+    with the others) is teacher-forced through the encoder and step graph in that batch
+    and on its own, comparing the top-k log-probabilities, the forced token's and α:
+
+    batch_mates     alone, but with its memory padded as in the batch: only the
+                    quantization could let batch-mates in (per row: nothing)
+    alone_vs_batch  encoded alone, at its own source length: the float attention sums
+                    over another padded length and differs in the last bits, which int8
+                    rounding can now and then turn into a whole quantum
+    """
+    sessions = onnx_sessions(model_dir)
+    vocab_size = load_manifest(model_dir, verify=False).vocab_size
+    paths = onnx_greedy(sessions, sources, vocab_size, batch_size=len(sources))
+    memory, state, lengths = _encode(sessions, sources)
+    together = _teacher_forced(sessions, memory, state, lengths, paths, vocab_size)
+    padded, own, changed = 0.0, [], 0
+    for r, (source, path) in enumerate(zip(sources, paths)):
+        row = slice(r, r + 1)
+        same_padding = _teacher_forced(sessions, tuple(m[row] for m in memory), state[row], lengths[row],
+                                       [path], vocab_size)[0]
+        alone = _teacher_forced(sessions, *_encode(sessions, [source]), [path], vocab_size)[0]
+        padded = max(padded, _difference(same_padding, together[r]))
+        own.append(_difference(alone, together[r]))
+        changed += onnx_greedy(sessions, [source], vocab_size)[0] != path
+    return {"batch_mates": padded, "alone_vs_batch": max(own),
+            "sentences_beyond_tolerance": sum(not d <= BATCH_TOLERANCE for d in own),
+            "greedy_translations_changed": changed, "sentences": len(sources)}
+
+
+def _difference(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> float:
+    return max(float(np.abs(a[name] - b[name]).max()) for name in a)
+
+
+def _encode(sessions: dict, sources: list[list[int]]) -> tuple[tuple, np.ndarray, np.ndarray]:
+    """((annotations, keys, src_mask), init_state, lengths) of one padded batch."""
+    batch = make_batch(sources, None, list(range(len(sources))))
+    lengths = batch.lengths.numpy()
+    annotations, keys, mask, state = sessions["encoder"].run(
+        list(ENCODER_OUTPUTS), {"src_tokens": batch.src.numpy(), "src_lengths": lengths})
+    return (annotations, keys, mask), state, lengths
+
+
+def _teacher_forced(sessions: dict, memory: tuple, state: np.ndarray, lengths: np.ndarray,
+                    paths: list[list[int]], vocab_size: int) -> list[dict[str, np.ndarray]]:
+    """Per sentence, along its path and </s> (T steps): topk_log_probs T x k,
+    forced_log_probs T, alpha T x its own source length."""
+    bias = no_specials_bias(vocab_size)
+    prev = np.full(len(paths), BOS_ID, dtype=np.int64)
+    steps = []
+    for i in range(max(len(p) for p in paths) + 1):
+        forced = np.array([p[i] if i < len(p) else EOS_ID for p in paths], dtype=np.int64)
+        out = onnx_step(sessions["decoder_step"], prev, state, memory, bias, PARITY_TOPK, forced)
+        steps.append(out)
+        state, prev = out["new_state"], forced
+    return [{"topk_log_probs": np.stack([s["topk_log_probs"][r] for s in steps[:len(p) + 1]]),
+             "forced_log_probs": np.array([s["forced_log_probs"][r] for s in steps[:len(p) + 1]]),
+             "alpha": np.stack([s["alpha"][r, :lengths[r]] for s in steps[:len(p) + 1]])}
+            for r, p in enumerate(paths)]
+
+
+def quantize_int8(fp32_dir: Path, out_dir: Path, sources: list[str], refs: list[str]) -> dict:
+    """`write_int8`, then check batch invariance (nothing is left in `out_dir` unless it
+    holds) and measure BLEU, speed and size against the float directory."""
+    manifest = write_int8(fp32_dir, out_dir)
+    tok = Tokenizer(out_dir / manifest["tokenizer"])
+    invariance = batch_invariance(out_dir, [tok.encode(s) for s in sources[:INVARIANCE_SENTENCES]])
+    if not invariance["batch_mates"] <= BATCH_TOLERANCE:     # written so that a NaN fails too
+        shutil.rmtree(out_dir)
+        raise RuntimeError(f"int8 graphs: batch-mates change a sentence's log-probabilities by "
+                           f"{invariance['batch_mates']} (tolerance {BATCH_TOLERANCE})")
+    bleu32, seconds32 = _greedy(fp32_dir, sources, refs)
+    bleu8, seconds8 = _greedy(out_dir, sources, refs)
+    weights = [*manifest["graphs"].values(), "weights.bin"]
+    manifest["quantization"] = {
+        "method": "onnxruntime.quantization.quantize_dynamic, QInt8 weights; activations quantized per row "
+                  "(symmetric, max|x|/127 over the last axis, zero point 128): batch-mates do not change a row's "
+                  "quantization",
+        "measured_on": f"dev split, {len(sources)} sentences, greedy",
+        "batch_invariance": {**invariance, "tolerance": BATCH_TOLERANCE,
+                             "measured_on": "dev sentences decoded in one batch and alone, greedy paths "
+                                            "teacher-forced: top-k and forced log-probabilities, alpha"},
+        "bleu_float32": round(bleu32, 2), "bleu_int8": round(bleu8, 2), "bleu_change": round(bleu8 - bleu32, 2),
+        "seconds_float32": round(seconds32, 2), "seconds_int8": round(seconds8, 2),
+        "speedup": round(seconds32 / seconds8, 2),
+        # on disk: the float directory stores its weights as float16, the int8 one its
+        # weights as int8 with float32 scales, biases and one copy per use of the tied table
+        "bytes_float": sum(e["bytes"] for n, e in load_manifest(fp32_dir).model_dump()["files"].items()
+                           if n in weights),
+        "bytes_int8": sum(manifest["files"][n]["bytes"] for n in weights),
+    }
+    write_manifest(out_dir, manifest)
+    return manifest["quantization"]

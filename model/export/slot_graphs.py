@@ -1,0 +1,122 @@
+"""The slot graphs: two small model-independent ONNX graphs with which the server keeps a
+decode batch's slots on the execution device (`service/inference/device.py`), so that sentences
+joining and leaving move the attention memory and the step state by device-side gathers
+instead of through the host.
+
+- `memory_gather.onnx`: the attention memory (annotations, keys, source mask) as
+  Gather(Concat(old, new), index), both parts cut or zero-padded to `length` source
+  positions first: old is the memory as it was, new the encoder's output for the
+  sentences that join.
+- `rows_gather_<rank>.onnx`: a per-row tensor (the step state) as Gather(Concat(old, new),
+  index), for tensors of that rank: the rows a beam copies, keeps, or gives up, and the
+  joining sentences' initial states. Ranks 2 to 4, so a step state that is not an RNN's
+  (a Transformer's self-attention cache, [R,T,d]) goes through the same path: from rank 3
+  both parts are first padded with zeros on the left of axis 1 (or cut there) to `length`
+  entries, the manifest's alignment of caches of different ages (service/modeldir/manifest.py).
+
+ONNX Runtime has no in-place update, so each gather writes a new buffer; on a GPU that
+costs microseconds, and it runs only on the steps where rows join, leave or move.
+
+They are generated here (the `onnx` package is a training dependency, not a serving one)
+and shipped with the service as package data; tests/test_device.py checks that the
+committed files are what this module generates. Regenerate with
+`python -m attnmt.model.export.slot_graphs service/inference/graphs`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import onnx
+from onnx import TensorProto, helper
+
+OPSET = 17
+IR_VERSION = 8          # what ONNX Runtime 1.20 and later load
+ROW_RANKS = (2, 3, 4)
+MEMORY = (("annotations", TensorProto.FLOAT, 3), ("keys", TensorProto.FLOAT, 3), ("src_mask", TensorProto.BOOL, 2))
+
+
+def _dims(prefix: str, rank: int, name: str) -> list[str]:
+    return [prefix] + [f"{name}_d{i}" for i in range(1, rank)]
+
+
+def _model(nodes: list, name: str, inputs: list, outputs: list, initializers: list) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, name, inputs, outputs, initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="attnmt",
+                              ir_version=IR_VERSION)
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def _to_length(x: str, rank: int, nodes: list) -> str:
+    """x[:, :length], zero-padded to `length` positions on axis 1."""
+    cut, short, pads, out = f"{x}_cut", f"{x}_short", f"{x}_pads", f"{x}_sized"
+    zeros = ["zero"] * (rank - 2)
+    nodes += [helper.make_node("Slice", [x, "zero", "length1", "one"], [cut]),
+              helper.make_node("Shape", [cut], [f"{x}_has"], start=1, end=2),
+              helper.make_node("Sub", ["length1", f"{x}_has"], [short]),
+              helper.make_node("Concat", ["zero", "zero", *zeros, "zero", short, *zeros], [pads], axis=0),
+              helper.make_node("Pad", [cut, pads], [out])]
+    return out
+
+
+def memory_gather() -> onnx.ModelProto:
+    nodes = [helper.make_node("Reshape", ["length", "one"], ["length1"])]
+    inputs, outputs = [], []
+    for name, dtype, rank in MEMORY:
+        old, new = f"old_{name}", f"new_{name}"
+        inputs += [helper.make_tensor_value_info(old, dtype, _dims("A", rank, f"old_{name}")),
+                   helper.make_tensor_value_info(new, dtype, _dims("B", rank, f"new_{name}"))]
+        nodes += [helper.make_node("Concat", [_to_length(old, rank, nodes), _to_length(new, rank, nodes)],
+                                   [f"{name}_both"], axis=0),
+                  helper.make_node("Gather", [f"{name}_both", "index"], [name], axis=0)]
+        outputs.append(helper.make_tensor_value_info(name, dtype, _dims("N", rank, name)))
+    inputs += [helper.make_tensor_value_info("index", TensorProto.INT64, ["N"]),
+               helper.make_tensor_value_info("length", TensorProto.INT64, [])]
+    constants = [helper.make_tensor("zero", TensorProto.INT64, [1], [0]),
+                 helper.make_tensor("one", TensorProto.INT64, [1], [1])]
+    return _model(nodes, "memory_gather", inputs, outputs, constants)
+
+
+def _to_length_left(x: str, rank: int, nodes: list) -> str:
+    """x zero-padded (or cut) on the left of axis 1 to `length` entries."""
+    short, pads, out = f"{x}_short", f"{x}_pads", f"{x}_sized"
+    zeros = ["zero"] * (rank - 2)
+    nodes += [helper.make_node("Shape", [x], [f"{x}_has"], start=1, end=2),
+              helper.make_node("Sub", ["length1", f"{x}_has"], [short]),
+              helper.make_node("Concat", ["zero", short, *zeros, "zero", "zero", *zeros], [pads], axis=0),
+              helper.make_node("Pad", [x, pads], [out])]
+    return out
+
+
+def rows_gather(rank: int) -> onnx.ModelProto:
+    inputs = [helper.make_tensor_value_info("old", TensorProto.FLOAT, _dims("A", rank, "x")),
+              helper.make_tensor_value_info("new", TensorProto.FLOAT, _dims("B", rank, "x")),
+              helper.make_tensor_value_info("index", TensorProto.INT64, ["N"])]
+    nodes, constants, parts = [], [], ["old", "new"]
+    if rank >= 3:
+        inputs.append(helper.make_tensor_value_info("length", TensorProto.INT64, []))
+        nodes.append(helper.make_node("Reshape", ["length", "one"], ["length1"]))
+        constants = [helper.make_tensor("zero", TensorProto.INT64, [1], [0]),
+                     helper.make_tensor("one", TensorProto.INT64, [1], [1])]
+        parts = [_to_length_left(x, rank, nodes) for x in parts]
+    nodes += [helper.make_node("Concat", parts, ["both"], axis=0),
+              helper.make_node("Gather", ["both", "index"], ["rows"], axis=0)]
+    outputs = [helper.make_tensor_value_info("rows", TensorProto.FLOAT, _dims("N", rank, "x"))]
+    return _model(nodes, f"rows_gather_{rank}", inputs, outputs, constants)
+
+
+def graphs() -> dict[str, onnx.ModelProto]:
+    """File name -> graph."""
+    return {"memory_gather.onnx": memory_gather(), **{f"rows_gather_{r}.onnx": rows_gather(r) for r in ROW_RANKS}}
+
+
+def write(directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, model in graphs().items():
+        (directory / name).write_bytes(model.SerializeToString())
+
+
+if __name__ == "__main__":
+    write(Path(sys.argv[1] if len(sys.argv) > 1 else "service/inference/graphs"))

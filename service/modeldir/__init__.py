@@ -1,0 +1,1 @@
+"""The model-directory contract that model/ writes and service/ reads: the manifest, the tokenizer, corpus reading."""

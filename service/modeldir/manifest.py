@@ -1,0 +1,178 @@
+"""The model directory contract shared by `model/` (which writes it) and
+`service/` (which reads it): `manifest.json` beside the graphs and tokenizer.
+
+    encoder.onnx        src_tokens[N,S] int64, src_lengths[N] int64
+                        -> annotations[N,S,2n], keys[N,S,K], src_mask[N,S] bool, init_state[N,d]
+    decoder_step.onnx   one step for R rows, row r attending memory row r (N = R):
+                        prev_tokens[R] int64, state[R,d], annotations[R,S,2n], keys[R,S,K],
+                        src_mask[R,S] bool, vocab_bias[B,V] (B = 1 or R), k[1] int64,
+                        forced_tokens[R] int64
+                        -> topk_log_probs[R,k], topk_ids[R,k] int64, forced_log_probs[R],
+                           new_state[R,d], alpha[R,S]
+    decoder_step_shared.onnx
+                        the same, but the memory is per sentence (annotations[N,S,2n], keys,
+                        src_mask[N,S]) and memory_index[R] int64 names each row's sentence:
+                        the rows of one beam share their sentence's memory.
+    decoder_step_shortlist.onnx, decoder_step_shared_shortlist.onnx (optional)
+                        the two step graphs with one more input, candidates[C] int64: the
+                        output layer runs over these vocabulary ids only; vocab_bias is
+                        [B,C], forced_tokens are positions in candidates, topk_ids are
+                        vocabulary ids. Present with `shortlist.npz` (frequent[F] int32,
+                        table[V,M] int32, -1 padded: target candidates per source id).
+    spm.model           SentencePiece
+    manifest.json       this schema
+
+Token choice happens inside the step graph, so the host never receives R x V
+log-probabilities: log_probs = log_softmax(logits + vocab_bias) (the bias is
+-inf for tokens a row may not choose, e.g. <pad> and <s>, and renormalises over
+the rest); the graph returns the k best per row (sorted, best first) and the
+log-probability of each row's `forced_tokens` entry (forced alignment).
+`step_state` in the manifest maps each recurrent state input to the output that
+replaces it next step ({"state": "new_state"} for RNNsearch), and `initial_state`
+each of them to the encoder output that starts it ({"state": "init_state"}), so
+the decode loop carries state without knowing what it holds. Nothing in the loop
+assumes an RNN (issue 10 §8), so another attention architecture fits the same
+worker:
+- a step graph may take `positions[R]` int64, each row's step (0 at the first);
+- a state tensor of per-row rank 2 or more (a Transformer decoder's self-attention
+  cache, [R,T,d]) may grow along axis 1 from step to step. Rows of different ages
+  share the batch's T: a shorter cache is padded with zeros on the left, so every
+  row's newest entry is last and a row's own entries are its last positions[r]
+  (or however many its initial state had, plus one per step); the graph masks the
+  rest itself.
+
+Schema 1 (a step returning log_probs[R,V]) is refused with a pointer to
+`attnmt upgrade-model DIR`, which re-exports from the directory's checkpoint.pt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from attnmt.service.errors import ModelLoadError
+
+SCHEMA_VERSION = 2
+MANIFEST = "manifest.json"
+
+ENCODER_INPUTS = ("src_tokens", "src_lengths")
+ENCODER_OUTPUTS = ("annotations", "keys", "src_mask", "init_state")
+MEMORY_OUTPUTS = ENCODER_OUTPUTS[:3]         # then one output per step state (manifest `initial_state`)
+POSITIONS = "positions"                      # an optional step input: each row's step
+DECODER_INPUTS = ("prev_tokens", "state", "annotations", "keys", "src_mask", "vocab_bias", "k", "forced_tokens")
+SHARED_DECODER_INPUTS = DECODER_INPUTS + ("memory_index",)
+DECODER_OUTPUTS = ("topk_log_probs", "topk_ids", "forced_log_probs", "new_state", "alpha")
+GRAPHS = {"encoder": "encoder.onnx", "decoder_step": "decoder_step.onnx",
+          "decoder_step_shared": "decoder_step_shared.onnx"}
+# Optional, with a lexical shortlist (`shortlist.npz`): the step graphs over `candidates[C]`.
+SHORTLIST_DECODER_INPUTS = DECODER_INPUTS + ("candidates",)
+SHARED_SHORTLIST_DECODER_INPUTS = SHORTLIST_DECODER_INPUTS + ("memory_index",)
+SHORTLIST_GRAPHS = {"decoder_step_shortlist": "decoder_step_shortlist.onnx",
+                    "decoder_step_shared_shortlist": "decoder_step_shared_shortlist.onnx"}
+
+
+class SpecialIds(BaseModel):
+    pad: int = 0
+    unk: int = 1
+    bos: int = 2
+    eos: int = 3
+
+
+class FileEntry(BaseModel):
+    sha256: str
+    bytes: int
+
+
+class Manifest(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    schema_version: int
+    name: str
+    version: str
+    architecture: str = "RNNsearch"
+    # RNNsearch's alignment score a(s_{i-1}, h_j): bahdanau | general | dot | scaled_dot
+    # (model/architectures/rnnsearch.py SCORE_FUNCTIONS). Manifests exported before this field hold it only in
+    # dimensions["attention"], from which it is filled; None where neither says.
+    score_function: str | None = None
+    source_language: str
+    target_language: str
+    tokenizer: str = "spm.model"
+    vocab_size: int
+    special_ids: SpecialIds = Field(default_factory=SpecialIds)
+    dimensions: dict[str, Any] = Field(default_factory=dict)
+    graphs: dict[str, str] = Field(default_factory=lambda: dict(GRAPHS))
+    step_state: dict[str, str] = Field(default_factory=lambda: {"state": "new_state"})
+    initial_state: dict[str, str] = Field(default_factory=lambda: {"state": "init_state"})  # state -> encoder output
+    # Placeholder protection the model was trained for (model/data/placeholders.py): the regular
+    # expression, the sentinel format ("⦃{}⦄") and how many numbered sentinels exist.
+    placeholders: dict[str, Any] | None = None
+    opset: int = 17
+    files: dict[str, FileEntry]
+    training: dict[str, Any] = Field(default_factory=dict)
+    evaluation: dict[str, Any] = Field(default_factory=dict)
+    quantization: dict[str, Any] | None = None
+    # Lexical shortlist (model/export/shortlist.py): file, sizes and its measured BLEU change.
+    shortlist: dict[str, Any] | None = None
+    # Quality estimation (service/text/quality.py): feature weights, standardisation, the coverage
+    # threshold and the `suspect_below` threshold, fitted on dev by `attnmt fit-quality`.
+    quality: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _score_function_from_dimensions(self) -> "Manifest":
+        if self.score_function is None:
+            self.score_function = self.dimensions.get("attention")
+        return self
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def file_entries(model_dir: Path, names: list[str]) -> dict[str, dict]:
+    return {n: {"sha256": sha256_of(model_dir / n), "bytes": (model_dir / n).stat().st_size} for n in names}
+
+
+def load_manifest(model_dir: Path, verify: bool = True) -> Manifest:
+    """Read and validate `manifest.json`; with `verify`, check every listed file's checksum."""
+    path = Path(model_dir) / MANIFEST
+    if not path.is_file():
+        raise ModelLoadError(f"{model_dir}: no {MANIFEST} (is this a model directory made by `attnmt export`?)")
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ModelLoadError(f"{path}: not valid JSON ({e})") from e
+    version = raw.get("schema_version")
+    if version == 1:
+        raise ModelLoadError(f"{path}: schema_version 1 (a step graph returning full log-probabilities) is no "
+                             f"longer served; run `attnmt upgrade-model {model_dir}` to re-export it from its "
+                             "checkpoint.pt as schema_version 2")
+    if version != SCHEMA_VERSION:
+        raise ModelLoadError(f"{path}: schema_version {version!r} is not supported "
+                             f"(this attnmt reads schema_version {SCHEMA_VERSION})")
+    try:
+        manifest = Manifest.model_validate(raw)
+    except ValidationError as e:
+        raise ModelLoadError(f"{path}: {e}") from e
+    required = {manifest.tokenizer, *manifest.graphs.values()}
+    missing = sorted(required - set(manifest.files))
+    if missing:
+        raise ModelLoadError(f"{path}: files {missing} are not listed with checksums")
+    for name, entry in manifest.files.items():
+        file = Path(model_dir) / name
+        if not file.is_file():
+            raise ModelLoadError(f"{model_dir}: {name} is listed in the manifest but missing")
+        if verify and (file.stat().st_size != entry.bytes or sha256_of(file) != entry.sha256):
+            raise ModelLoadError(f"{model_dir}: {name} does not match its manifest checksum (corrupt or replaced)")
+    return manifest
+
+
+def write_manifest(model_dir: Path, manifest: dict) -> None:
+    (Path(model_dir) / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -1,0 +1,1 @@
+"""The gRPC server: settings, servicer, protobuf conversion, scheduler, decode worker, admission, interceptors, metrics, tracing, logs."""

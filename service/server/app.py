@@ -1,0 +1,272 @@
+"""`attnmt serve`: wires settings, engines, schedulers, the servicer, health,
+reflection and metrics into one grpc.aio server, and drains it on SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+import time
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1.health import aio as health_aio
+from prometheus_client import start_http_server
+
+from attnmt.service.server.admission import RetryHint
+from attnmt.service.server.cache import TranslationCache
+from attnmt.service.server.settings import ConfigError, Settings, load_settings
+from attnmt.service.inference.decoding import SearchOptions
+from attnmt.service.inference.engine import Engine, EngineOptions
+from attnmt.service.server import logs
+from attnmt.service.server import reflection
+from attnmt.service.errors import AttnmtError, Overloaded
+from attnmt.service.server.interceptors import MetricsInterceptor, OverloadGate
+from attnmt.service.server.logs import log_request
+from attnmt.service.server.rpc_record import RecordingInterceptor
+from attnmt.service.server.metrics import Metrics
+from attnmt.service.server.scheduler import Scheduler, SchedulerLimits
+from attnmt.service.server.servicer import ServedModel, TranslatorServicer, abort, add_to_server
+from attnmt.service.stubs import translator_pb2 as pb
+from attnmt.service.server.tracing import Tracing
+from attnmt.service.text.translator import Translator
+
+log = logging.getLogger("attnmt")
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Translator"].full_name   # attnmt.v1.Translator
+KNOWN_SERVICES = (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+                  *reflection.SERVICE_NAMES)
+WARMUP_SENTENCE = "No se puede abrir el archivo %s: permiso denegado."
+# Calls gRPC holds for the event loop before it starts dropping them (measured: 8,000 callers
+# on one channel got only OK and RESOURCE_EXHAUSTED; docs/benchmarks.md). Calls still waiting
+# after 30 s are cancelled whatever this says.
+PENDING_CALLS = 10_000
+
+
+class Server:
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.metrics = Metrics()
+        self.health = health_aio.HealthServicer()
+        self.models: dict[str, ServedModel] = {}
+        self.grpc: grpc.aio.Server | None = None
+        self.interceptor = MetricsInterceptor(self.metrics, KNOWN_SERVICES)
+        self.port = 0
+        self.metrics_port = 0
+        self._metrics_http = None
+        self._stopping: asyncio.Task | None = None
+        self.failure: BaseException | None = None
+        self.tracing: Tracing | None = None
+        # one retry hint for every refusal, at the door (OverloadGate) or in a model's queue
+        self.retry_hint = RetryHint(settings.retry_after_seconds, settings.retry_after_max_seconds,
+                                    settings.overload_refusals_per_second)
+
+    def _load_models(self) -> None:
+        s = self.settings
+        options = EngineOptions(device=s.device, precision=s.precision, intra_op_threads=s.intra_op_threads, inter_op_threads=s.inter_op_threads,
+                                optimization=s.graph_optimization, allow_spinning=s.allow_spinning,
+                                idle_spinning=s.idle_spinning, shortlist=s.shortlist)
+        limits = SchedulerLimits(max_batch_rows=s.max_batch_rows, max_batch_tokens=s.max_batch_tokens,
+                                 max_queue=s.max_queue, max_queue_delay=s.queue_delay_seconds,
+                                 min_joiners=s.min_joiners, max_join_delay=s.max_join_delay_ms / 1000,
+                                 retry_after=s.retry_after_seconds, continuous=s.batching == "continuous")
+        for model_dir in s.models:
+            engine = Engine(model_dir, options)
+            engine.shared_decoder           # a server loads every graph up front: a bad one stops start-up
+            name = engine.manifest.name
+            if name in self.models:
+                raise ConfigError(f"models: two model directories are both named {name!r}")
+            translator = Translator(engine, max_tokens=s.max_tokens_per_sentence)
+            scheduler = Scheduler(translator, limits, self.metrics, on_death=self._worker_died,
+                                  retry_hint=self.retry_hint)
+            cache = TranslationCache(s.cache_size, self.metrics, name) if s.cache_size else None
+            self.models[name] = ServedModel(translator, scheduler, cache)
+            self.metrics.model_info.labels(name, engine.manifest.version, engine.provider).set(1)
+            log.info("loaded model %s (%s) from %s on %s", name, engine.manifest.version, model_dir, engine.provider)
+        default = s.default_model or next(iter(self.models))
+        if default not in self.models:
+            raise ConfigError(f"default_model: {default!r} is not among the served models {sorted(self.models)}")
+        self.default = default
+
+    def _credentials(self) -> grpc.ServerCredentials | None:
+        s = self.settings
+        if s.tls_cert is None:
+            return None
+        try:
+            key, cert = s.tls_key.read_bytes(), s.tls_cert.read_bytes()
+            ca = s.tls_client_ca.read_bytes() if s.tls_client_ca else None
+        except OSError as e:
+            raise ConfigError(f"tls: cannot read {e.filename}: {e.strerror}") from e
+        return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=ca is not None)
+
+    def _recorders(self) -> list[grpc.aio.ServerInterceptor]:
+        """Traces and the request log, when on; otherwise no call is recorded at all."""
+        sinks = []
+        if self.settings.tracing:
+            self.tracing = Tracing()          # ConfigError without the otel extra
+            sinks.append(self.tracing)
+        if self.settings.log_level == "debug":
+            sinks.append(log_request)
+        return [RecordingInterceptor(SERVICE_NAME, sinks)] if sinks else []
+
+    async def start(self) -> None:
+        s = self.settings
+        recorders = self._recorders()
+        self._load_models()
+        self.servicer = TranslatorServicer(self.models, self.default, s, self.metrics)
+        options = [("grpc.so_reuseport", 0),      # a second server must fail to bind, not share the port
+                   ("grpc.max_receive_message_length", s.max_message_bytes),
+                   ("grpc.max_send_message_length", s.max_message_bytes),
+                   # Calls that arrived faster than the event loop takes them: gRPC's default drops
+                   # them at random from 1,000 waiting (all from 3,000), and the client sees
+                   # CANCELLED; the overload gate should answer them (RESOURCE_EXHAUSTED, RetryInfo).
+                   ("grpc.server.max_pending_requests", PENDING_CALLS),
+                   ("grpc.server.max_pending_requests_hard_limit", 2 * PENDING_CALLS)]
+        if s.max_concurrent_streams:            # 0: none advertised (gRPC's default: no limit)
+            options.append(("grpc.max_concurrent_streams", s.max_concurrent_streams))
+        if s.max_connection_age_seconds:
+            options += [("grpc.max_connection_age_ms", int(s.max_connection_age_seconds * 1000)),
+                        ("grpc.max_connection_age_grace_ms", int(s.grace_period_seconds * 1000))]
+        gate = OverloadGate(self._queues_full, self._refuse, (f"/{SERVICE_NAME}/Translate", f"/{SERVICE_NAME}/Align"))
+        self.grpc = grpc.aio.server(interceptors=[*recorders, self.interceptor, gate], options=options)
+        add_to_server(self.servicer, self.grpc)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
+        for name in ("", SERVICE_NAME):
+            await self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+        if s.reflection:
+            reflection.enable(self.grpc, (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name))
+        address = f"{s.host}:{s.port}"
+        credentials = self._credentials()
+        try:
+            port = self.grpc.add_secure_port(address, credentials) if credentials else self.grpc.add_insecure_port(address)
+        except RuntimeError:  # grpcio 1.85 raises; older releases return 0 (grpc/grpc#16920)
+            port = 0
+        if port == 0:
+            raise ConfigError(f"port: cannot listen on {address} (in use or not permitted)")
+        self.port = port
+        if s.metrics_enabled:
+            self._metrics_http, _ = start_http_server(s.metrics_port, s.metrics_host, registry=self.metrics.registry)
+            self.metrics_port = self._metrics_http.server_port
+        await self.grpc.start()
+        for served in self.models.values():
+            served.scheduler.start()
+        if s.warmup:
+            await self._warmup()
+        for name in ("", SERVICE_NAME):
+            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        self.metrics.ready.set(1)
+        log.info("serving %s on %s:%d (%s), metrics on %s:%s, batching=%s", ", ".join(self.models), s.host, self.port,
+                 "TLS" if credentials else "plaintext", s.metrics_host, self.metrics_port or "off", s.batching)
+
+    async def _warmup(self) -> None:
+        """One real translation per model before reporting SERVING."""
+        for served in self.models.values():
+            log.info("warming up %s", served.translator.name)
+            search = served.translator.search(WARMUP_SENTENCE, SearchOptions(beam_size=self.settings.default_beam_size,
+                                                                             n_best=1))
+            jobs = served.scheduler.submit([search], None)
+            await asyncio.gather(*(j.future for j in jobs))
+            log.info("warm-up %s: %r -> %r", served.translator.name, WARMUP_SENTENCE,
+                     served.translator.result(WARMUP_SENTENCE, search).best.text)
+
+    def _queues_full(self) -> bool:
+        """No model can take one more sentence (and the server is not draining, which
+        the servicer answers UNAVAILABLE)."""
+        return not self.servicer.draining and all(
+            m.scheduler.worker.waiting >= m.scheduler.limits.max_queue for m in self.models.values())
+
+    async def _refuse(self, request, context) -> None:
+        """RESOURCE_EXHAUSTED with RetryInfo before any of the servicer's work (OverloadGate)."""
+        sentences = len(request.sentences) if isinstance(request, pb.TranslateRequest) else 1
+        self.metrics.rejected.labels("queue_full").inc(max(sentences, 1))
+        delay = self.retry_hint.refused()
+        await abort(context, Overloaded(f"queue full: max_queue is {self.settings.max_queue} sentences and every "
+                                        f"model's queue holds that many; retry after {delay:g}s", delay))
+
+    def _worker_died(self, error: BaseException) -> None:
+        """A decode worker stopped for good: its calls have failed with INTERNAL. Stop
+        reporting SERVING and exit non-zero, so the orchestrator restarts the process
+        (a clean restart is more trustworthy than reviving a thread in a broken state)."""
+        log.critical("decode worker died (%s: %s): stopping the server", type(error).__name__, error)
+        self.failure = error
+        self.metrics.ready.set(0)
+        asyncio.ensure_future(self.stop())
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Drain: NOT_SERVING, refuse new RPCs, let in-flight ones finish within the grace period."""
+        if self._stopping is None:
+            self._stopping = asyncio.ensure_future(self._stop(self.settings.grace_period_seconds if grace is None else grace))
+        await self._stopping
+
+    async def _stop(self, grace: float) -> None:
+        log.info("draining: up to %.1fs for in-flight requests", grace)
+        self.metrics.ready.set(0)
+        if hasattr(self, "servicer"):
+            self.servicer.draining = True
+        await self.health.enter_graceful_shutdown()
+        if self.grpc is not None:
+            # Lame duck first: the listener stays open while accepted calls finish, so health
+            # checks see NOT_SERVING and new calls get the servicer's UNAVAILABLE (counted,
+            # with a message) instead of a closed port. Then gRPC's own stop, with a short
+            # grace for calls being refused right now: what else is open (health Watch,
+            # reflection streams) would otherwise hold the process for the whole grace period.
+            give_up = time.monotonic() + grace
+            while self.interceptor.in_flight[SERVICE_NAME] > 0 and time.monotonic() < give_up:
+                await asyncio.sleep(0.01)
+            await self.grpc.stop(min(max(give_up - time.monotonic(), 0), 1.0))
+        for served in self.models.values():
+            await served.scheduler.close()
+        if self._metrics_http is not None:
+            self._metrics_http.shutdown()
+        if self.tracing is not None:
+            self.tracing.shutdown()           # export the spans still buffered
+        log.info("stopped")
+
+    async def wait(self) -> None:
+        await self.grpc.wait_for_termination()
+        if self._stopping is not None:
+            await self._stopping
+
+
+async def serve(settings: Settings) -> Server:
+    server = Server(settings)
+    loop = asyncio.get_running_loop()
+    starting = asyncio.ensure_future(server.start())
+
+    def on_signal() -> None:
+        if not starting.done():
+            starting.cancel()       # loading or warming up: give up at the next await, then stop
+        asyncio.ensure_future(server.stop())
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal)
+    try:
+        await starting
+    except asyncio.CancelledError:
+        await server.stop(0)
+        log.info("stopped during start-up")
+        return server
+    except BaseException:
+        await server.stop(0)
+        raise
+    await server.wait()
+    return server
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        settings = load_settings(args.config, port=args.port, metrics_port=args.metrics_port, models=args.model)
+    except (ConfigError, OSError) as e:
+        print(f"attnmt serve: {e}", file=sys.stderr)
+        return 2
+    logs.configure(settings.log_level, settings.log_format)
+    sys.setswitchinterval(settings.switch_interval_ms / 1000)
+    try:
+        server = asyncio.run(serve(settings))
+    except (ConfigError, AttnmtError) as e:
+        print(f"attnmt serve: {e}", file=sys.stderr)
+        return 2
+    if server.failure is not None:
+        print(f"attnmt serve: stopped because a decode worker died: {server.failure}", file=sys.stderr)
+        return 1
+    return 0

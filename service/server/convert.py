@@ -1,0 +1,180 @@
+"""protobuf <-> domain. The only module besides the servicer that knows the stubs."""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+
+from attnmt.service.text.alignment import pharaoh
+from attnmt.service.server.settings import Settings
+from attnmt.service.inference.decoding import SearchOptions
+from attnmt.service.text.documents import Document, SentenceResult
+from attnmt.service.errors import InvalidInput
+from attnmt.service.text.glossary import Entry as GlossaryEntry
+from attnmt.service.text.glossary import Glossary
+from attnmt.service.text.glossary import Match as GlossaryMatch
+from attnmt.service.text.quality import Quality
+from attnmt.service.stubs import translator_pb2 as pb
+from attnmt.service.text.translator import Hypothesis, Translation
+
+NONE, SOFT, WORDS, HARD = pb.ALIGNMENT_NONE, pb.ALIGNMENT_SOFT, pb.ALIGNMENT_WORDS, pb.ALIGNMENT_HARD
+
+
+def search_options(options: pb.DecodingOptions, settings: Settings, field: str = "options") -> SearchOptions:
+    """Validated SearchOptions; unset fields take the server defaults."""
+    beam = options.beam_size or settings.default_beam_size
+    if beam > settings.max_beam_size:
+        raise InvalidInput(f"{field}.beam_size is {beam}, over the server's max_beam_size {settings.max_beam_size}")
+    n_best = options.n_best or 1
+    if n_best > beam:
+        raise InvalidInput(f"{field}.n_best ({n_best}) must not exceed beam_size ({beam})")
+    values = {"beam_size": beam, "n_best": n_best, "max_target_tokens": settings.max_target_tokens}
+    for name in ("length_penalty", "max_length_ratio", "max_length_extra"):
+        if options.HasField(name):
+            value = getattr(options, name)
+            if isinstance(value, float) and not math.isfinite(value):
+                raise InvalidInput(f"{field}.{name} must be a finite number")
+            values[name] = value
+    try:
+        return SearchOptions(**values).validate(settings.max_beam_size)
+    except InvalidInput as e:
+        raise InvalidInput(f"{field}.{e}") from None
+
+
+def alignment_threshold(message, field: str = "options.alignment_threshold") -> float | None:
+    if not message.HasField("alignment_threshold"):
+        return None
+    value = message.alignment_threshold
+    if not (0.0 < value <= 1.0):
+        raise InvalidInput(f"{field} must be in (0, 1], got {value:g}")
+    return value
+
+
+def alignment_kind(kind: int, default: int = NONE) -> int:
+    if kind == pb.ALIGNMENT_KIND_UNSPECIFIED:
+        return default
+    if kind not in (NONE, SOFT, WORDS, HARD):
+        raise InvalidInput(f"alignment: unknown AlignmentKind {kind}")
+    return kind
+
+
+def quality_pb(quality: Quality) -> pb.Quality:
+    f = quality.features
+    return pb.Quality(score=quality.score, mean_log_prob=f["mean_log_prob"], uncovered=f["uncovered"],
+                      wass_to_unif=f["wass_to_unif"], min_word_log_prob=f["min_word_log_prob"],
+                      mean_word_min_log_prob=f["mean_word_min_log_prob"], length_ratio=f["length_ratio"],
+                      words=[pb.WordQuality(mean_log_prob=w.mean_log_prob, min_log_prob=w.min_log_prob,
+                                            pieces=w.pieces) for w in quality.words])
+
+
+def glossary_match_pb(match: GlossaryMatch) -> pb.GlossaryMatch:
+    return pb.GlossaryMatch(entry=match.entry, source=match.source, target=match.target,
+                            source_start=match.source_start, source_end=match.source_end,
+                            target_start=match.target_start, target_end=match.target_end, changed=match.changed)
+
+
+def glossary(entries, name: str, named: dict[str, Glossary], max_entries: int, field: str = "") -> Glossary | None:
+    """The request's glossary (its own entries, then the named glossary's); None when it has none."""
+    if not entries and not name:
+        return None
+    if len(entries) > max_entries:
+        raise InvalidInput(f"{field}glossary has {len(entries)} entries, over the limit of {max_entries} "
+                           "(max_glossary_entries); store a large glossary on the server (glossary_name)")
+    stored = named.get(name) if name else None
+    if name and stored is None:
+        raise InvalidInput(f"{field}glossary_name: no glossary {name!r} on this server"
+                           + (f"; stored: {', '.join(sorted(named))}" if named else ""))
+    if not entries:
+        return stored
+    return request_glossary(tuple((e.source, e.target) for e in entries), stored, f"{field}glossary")
+
+
+@functools.lru_cache(maxsize=64)
+def request_glossary(pairs: tuple[tuple[str, str], ...], stored: Glossary | None, field: str) -> Glossary:
+    """The request's entries, then the stored glossary's; cached, so a stream that sends the
+    same glossary with every message compiles it once."""
+    return Glossary([GlossaryEntry(s, t) for s, t in pairs] + (stored.entries if stored is not None else []), field)
+
+
+def hypothesis_pb(hyp: Hypothesis, kind: int, threshold: float | None) -> pb.Hypothesis:
+    message = pb.Hypothesis(text=hyp.text, score=hyp.score, log_prob=hyp.log_prob,
+                            target_tokens=hyp.target_tokens, token_log_probs=hyp.token_log_probs,
+                            glossary_applied=[glossary_match_pb(m) for m in hyp.glossary])
+    if hyp.quality is not None:
+        message.quality.CopyFrom(quality_pb(hyp.quality))
+        message.suspect = hyp.quality.suspect
+    if kind == NONE:
+        return message
+    message.target_words.extend(hyp.target_words)
+    links = hyp.hard_alignment(threshold)
+    # Filled in place (add(), not a message built and then copied in): this runs for every
+    # hypothesis the server returns, on the event loop's thread.
+    alignment = message.alignment
+    alignment.SetInParent()                     # present even with no links and no rows
+    for i, j in links:
+        alignment.links.add(source=i, target=j)
+    alignment.pharaoh = pharaoh(links)
+    alignment.level = pb.Alignment.LEVEL_PIECES if kind == SOFT else pb.Alignment.LEVEL_WORDS
+    if kind in (SOFT, WORDS):
+        for row in (hyp.alignment if kind == SOFT else hyp.word_alignment).tolist():
+            alignment.rows.add(weights=row)
+    return message
+
+
+def translation_pb(translation: Translation, kind: int, threshold: float | None) -> pb.Translation:
+    message = pb.Translation(source_tokens=translation.source_tokens)
+    if translation.hypotheses:
+        message.text = translation.best.text
+        if kind != NONE:
+            message.source_words.extend(translation.best.source_words)
+        message.hypotheses.extend(hypothesis_pb(h, kind, threshold) for h in translation.hypotheses)
+    return message
+
+
+def _spans(spans) -> list[pb.Span]:
+    return [pb.Span(start=a, end=b) for a, b in spans]
+
+
+def sentence_pb(sentence: SentenceResult, kind: int, threshold: float | None) -> pb.Translation:
+    """A translation with the character offsets of its words (documents.SentenceResult)."""
+    message = translation_pb(sentence.translation, kind, threshold)
+    if kind != NONE and sentence.translation.hypotheses:
+        message.source_word_spans.extend(_spans(sentence.source_word_spans))
+        for hyp, spans in zip(message.hypotheses, sentence.target_word_spans):
+            hyp.target_word_spans.extend(_spans(spans))
+    return message
+
+
+def document_pb(document: Document, kind: int, threshold: float | None) -> pb.Translation:
+    return pb.Translation(text=document.text, sentences=[
+        pb.SentenceTranslation(source=pb.Span(start=s.source[0], end=s.source[1]),
+                               target=pb.Span(start=s.target[0], end=s.target[1]),
+                               translation=sentence_pb(s, kind, threshold)) for s in document.sentences])
+
+
+def text_format(value: int) -> int:
+    if value not in (pb.TEXT_FORMAT_UNSPECIFIED, pb.TEXT_FORMAT_PLAIN, pb.TEXT_FORMAT_HTML):
+        raise InvalidInput(f"format: unknown TextFormat {value}")
+    return value
+
+
+def model_info_pb(translator, settings: Settings, is_default: bool) -> pb.ModelInfo:
+    engine = translator.engine
+    m = engine.manifest
+    evaluation = {}
+    for split, report in (m.evaluation or {}).items():
+        for label, scores in report.items():
+            if isinstance(scores, dict):
+                for metric, value in scores.items():
+                    if isinstance(value, (int, float)):
+                        evaluation[f"{split}.{label}.{metric}"] = float(value)
+    limits = {name: int(getattr(settings, name)) for name in (
+        "max_sentences_per_request", "max_chars_per_sentence", "max_tokens_per_sentence", "max_message_bytes",
+        "max_beam_size", "default_beam_size", "max_batch_rows", "max_queue", "max_document_chars",
+        "max_document_sentences", "max_glossary_entries")}
+    return pb.ModelInfo(name=m.name, version=m.version, architecture=m.architecture,
+                        source_language=m.source_language, target_language=m.target_language,
+                        vocab_size=m.vocab_size, provider=engine.provider, is_default=is_default,
+                        evaluation=evaluation, limits=limits,
+                        manifest_json=json.dumps(m.model_dump(mode="json"), ensure_ascii=False))

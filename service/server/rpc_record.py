@@ -1,0 +1,162 @@
+"""What one Translator RPC did, for traces (tracing.py) and the request log (logs.py).
+
+`RecordingInterceptor` opens an `RpcRecord` when a call starts and keeps it in a
+context variable of the call's task; `Scheduler.submit` attaches the call's jobs
+to it (`attach`), and the decode worker writes their timestamps (joined,
+encoded, finished) and the steps and rows they shared; when the call ends, the
+record goes to each sink. The interceptor is installed only when tracing is on
+or the log level is debug: otherwise `attach` finds no record and returns, and
+nothing else runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
+
+import grpc
+
+from attnmt.service.server.interceptors import _code as status_name
+
+if TYPE_CHECKING:
+    from attnmt.service.server.worker import Job
+
+log = logging.getLogger(__name__)
+
+_TRACEPARENT = re.compile(r"[\da-f]{2}-(?P<trace>[\da-f]{32})-(?P<span>[\da-f]{16})-[\da-f]{2}")
+
+
+@dataclass(eq=False)
+class RpcRecord:
+    method: str                               # /attnmt.v1.Translator/Translate
+    metadata: tuple                           # the caller's, traceparent included
+    model: str = ""                           # the model that decoded (else the one the request named)
+    sentences: int = 0                        # in the request (stream: requests read)
+    jobs: list["Job"] = field(default_factory=list)
+    start: float = field(default_factory=time.monotonic)
+    start_ns: int = field(default_factory=time.time_ns)
+    end: float = 0.0
+    code: str = "OK"
+    details: str = ""
+    error: BaseException | None = None
+    trace_id: str = ""                        # 32 hex digits, when the caller or the tracer gave one
+
+    @property
+    def seconds(self) -> float:
+        return self.end - self.start
+
+    def epoch_ns(self, monotonic: float) -> int:
+        """A worker timestamp (time.monotonic()) on the wall clock, as spans want it."""
+        return self.start_ns + int((monotonic - self.start) * 1e9)
+
+
+_current: ContextVar[RpcRecord | None] = ContextVar("attnmt_rpc_record", default=None)
+
+
+def attach(model: str, jobs: list["Job"]) -> None:
+    """Called by the scheduler for the sentences a call submits; a no-op when nobody records."""
+    record = _current.get()
+    if record is not None:
+        record.model = model
+        record.jobs += jobs
+
+
+def sentences_in(request) -> int:
+    """Translate: its sentences; Align: one; the other methods: none."""
+    if hasattr(request, "sentences"):
+        return len(request.sentences)
+    return 1 if hasattr(request, "source") else 0
+
+
+def caller_trace_id(metadata) -> str:
+    for key, value in metadata or ():
+        if key == "traceparent":
+            match = _TRACEPARENT.fullmatch(str(value).strip())
+            return match["trace"] if match else ""
+    return ""
+
+
+Sink = Callable[[RpcRecord], None]
+
+
+class RecordingInterceptor(grpc.aio.ServerInterceptor):
+    """One `RpcRecord` per call of `service`; other services (health, reflection) pass untouched."""
+
+    def __init__(self, service: str, sinks: list[Sink]):
+        self.prefix = f"/{service}/"
+        self.sinks = sinks
+
+    def _finish(self, record: RpcRecord, context, error: BaseException | None) -> None:
+        record.end = time.monotonic()
+        record.code = status_name(context, error)
+        record.error = error
+        details = context.details() if record.code != "OK" else ""
+        record.details = details.decode(errors="replace") if isinstance(details, bytes) else str(details or "")
+        for sink in self.sinks:
+            try:
+                sink(record)
+            except Exception:  # noqa: BLE001 - observing a call must never fail it
+                log.exception("recording %s failed in %r", record.method, sink)
+
+    async def intercept_service(self, continuation, details: grpc.HandlerCallDetails):
+        handler = await continuation(details)
+        if handler is None or not details.method.startswith(self.prefix):
+            return handler
+        metadata = tuple(details.invocation_metadata or ())
+
+        def begin(request) -> RpcRecord:
+            record = RpcRecord(details.method, metadata, trace_id=caller_trace_id(metadata))
+            if not handler.request_streaming:
+                record.model = getattr(request, "model", "")
+                record.sentences = sentences_in(request)
+            _current.set(record)          # the call's own task (and the tasks it starts) see it
+            return record
+
+        async def counted(requests, record: RpcRecord):
+            async for request in requests:
+                record.sentences += 1
+                yield request
+
+        if not handler.response_streaming:
+            behaviour = handler.stream_unary if handler.request_streaming else handler.unary_unary
+
+            async def unary(request, context):
+                record = begin(request)
+                if handler.request_streaming:
+                    request = counted(request, record)
+                error = None
+                try:
+                    return await behaviour(request, context)
+                except BaseException as e:
+                    error = e
+                    raise
+                finally:
+                    self._finish(record, context, error)
+
+            make = grpc.stream_unary_rpc_method_handler if handler.request_streaming else grpc.unary_unary_rpc_method_handler
+            return make(unary, request_deserializer=handler.request_deserializer,
+                        response_serializer=handler.response_serializer)
+
+        behaviour = handler.stream_stream if handler.request_streaming else handler.unary_stream
+
+        async def streaming(request, context):
+            record = begin(request)
+            if handler.request_streaming:
+                request = counted(request, record)
+            error = None
+            try:
+                async for response in behaviour(request, context):
+                    yield response
+            except BaseException as e:
+                error = e
+                raise
+            finally:
+                self._finish(record, context, error)
+
+        make = grpc.stream_stream_rpc_method_handler if handler.request_streaming else grpc.unary_stream_rpc_method_handler
+        return make(streaming, request_deserializer=handler.request_deserializer,
+                    response_serializer=handler.response_serializer)

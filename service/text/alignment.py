@@ -1,0 +1,82 @@
+"""From the soft alignment α over subword pieces to what users read: word-level
+α and hard `i-j` pairs.
+
+Word aggregation: a word is a piece starting with ▁ and the pieces that follow
+it. Source columns of one word are **summed** (the attention a target piece pays
+to the word), target rows of one word are **averaged** (each row is a
+distribution, so their mean is one too). Both keep every row summing to 1.
+The end-of-sentence token stays a word of its own on both sides, `</s>`.
+
+Hard alignments use the Pharaoh format of fast_align and Marian: `i-j` with i
+a source word index and j a target word index, both 0-based, `</s>` excluded.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attnmt.service.modeldir.tokenizer import WORD_BOUNDARY
+
+EOS_TOKEN = "</s>"
+
+
+def word_groups(pieces: list[str]) -> list[list[int]]:
+    """Indices of the pieces that make each word; `</s>` is a group of its own."""
+    groups: list[list[int]] = []
+    for i, piece in enumerate(pieces):
+        if piece == EOS_TOKEN or piece.startswith(WORD_BOUNDARY) or not groups or pieces[i - 1] == EOS_TOKEN:
+            groups.append([i])
+        else:
+            groups[-1].append(i)
+    # A word made only of '▁' (SentencePiece splits '▁' from punctuation) joins the next piece.
+    # (Before </s>, or at the very end, it joins the previous word, or stands alone.)
+    merged: list[list[int]] = []
+    carry: list[int] = []
+    for group in groups:
+        if len(group) == 1 and pieces[group[0]] == WORD_BOUNDARY:
+            carry += group
+            continue
+        if carry and pieces[group[0]] == EOS_TOKEN:
+            if merged:
+                merged[-1] += carry
+            else:
+                merged.append(carry)
+            carry = []
+        merged.append(carry + group)
+        carry = []
+    if carry:
+        if merged:
+            merged[-1] += carry
+        else:
+            merged.append(carry)
+    return merged
+
+
+def aggregate_to_words(alpha: np.ndarray, source_groups: list[list[int]], target_groups: list[list[int]]) -> np.ndarray:
+    """alpha: target pieces x source pieces -> target words x source words (sum over a
+    word's source pieces, mean over its target pieces). Groups are `word_groups`: runs of
+    consecutive pieces covering them all, so one reduceat per axis does it (the server
+    builds this for every hypothesis it returns with word alignments)."""
+    src, tgt = [g[0] for g in source_groups], [g[0] for g in target_groups]
+    sizes = np.array([len(g) for g in target_groups], dtype=alpha.dtype)
+    return np.add.reduceat(np.add.reduceat(alpha, src, axis=1), tgt, axis=0) / sizes[:, None]
+
+
+def hard_pairs(alpha: np.ndarray, source_tokens: list[str], target_tokens: list[str],
+               threshold: float | None = None) -> list[tuple[int, int]]:
+    """(source, target) index pairs, `</s>` rows and columns excluded. Without a
+    threshold every target token links to its argmax source token; with one,
+    every cell with α >= threshold is a link."""
+    src_keep = [j for j, t in enumerate(source_tokens) if t != EOS_TOKEN]
+    tgt_keep = [i for i, t in enumerate(target_tokens) if t != EOS_TOKEN]
+    if not src_keep or not tgt_keep:
+        return []
+    sub = alpha[np.ix_(tgt_keep, src_keep)]                                         # T x S without </s>
+    if threshold is None:
+        return sorted((src_keep[int(sub[i].argmax())], tgt_keep[i]) for i in range(len(tgt_keep)))
+    rows, cols = np.nonzero(sub >= threshold)
+    return sorted((src_keep[c], tgt_keep[r]) for r, c in zip(rows, cols))
+
+
+def pharaoh(pairs: list[tuple[int, int]]) -> str:
+    return " ".join(f"{i}-{j}" for i, j in pairs)

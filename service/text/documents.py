@@ -1,0 +1,260 @@
+"""Whole documents: an entry split into sentences, translated as one batch, and put
+back together between its original whitespace and line breaks, with every word's
+character offsets in the entry as sent and in the text returned.
+
+Splitting is Wikimedia's sentencex (it knows "Sr.", "Dra.", "EE. UU." and ¿…? ¡…!;
+pysbd, tried first, broke "El Sr. | García"). In plain text every line break also
+ends a sentence, so the layout comes back as it was; in HTML a line break is only
+whitespace (LibreTranslate #288) and block elements end sentences (`markup.py`).
+
+An entry becomes a `Reading` (what to translate, `sentences`); its translations
+make a `Document` (`Reading.assemble`). Between the source's sentences lie gaps
+(whitespace, and in HTML whatever markup stood there); the target is the gaps
+copied with each sentence's translation in its place, so a source position in a
+gap maps to the target one to one, and one inside a sentence through the
+alignment (`Layout`).
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+import sentencex
+
+from attnmt.service.text.alignment import EOS_TOKEN
+from attnmt.service.inference.decoding import SearchOptions, decode_all
+from attnmt.service.errors import InvalidInput
+from attnmt.service.text.markup import Source, parse_html, plain, render
+from attnmt.service.text.offsets import Span, shifted, word_spans
+from attnmt.service.text.translator import Translation, Translator, normalise
+
+LINE_BREAKS = set("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
+
+
+@dataclass
+class SentenceResult:
+    source: Span                        # in the entry as sent
+    target: Span                        # in Document.text
+    translation: Translation
+    source_word_spans: list[Span]       # per source word (</s> last), in the entry as sent
+    target_word_spans: list[list[Span]] = field(default_factory=list)  # per hypothesis, per target word;
+    # the best hypothesis's in Document.text, the others' in their own text
+
+
+@dataclass
+class Document:
+    source: str
+    text: str
+    sentences: list[SentenceResult]
+
+
+def single(translation: Translation) -> SentenceResult:
+    """One plain sentence (TEXT_FORMAT_PLAIN without split_sentences) with its word spans."""
+    hypotheses = translation.hypotheses
+    source_words = word_spans(translation.source, hypotheses[0].source_words) if hypotheses else []
+    return SentenceResult((0, len(translation.source)), (0, len(hypotheses[0].text) if hypotheses else 0),
+                          translation, source_words, [word_spans(h.text, h.target_words) for h in hypotheses])
+
+
+def sentence_spans(text: str, breaks: set[int], language: str, split: bool, line_breaks: bool) -> list[Span]:
+    """Sentences of `text`, whitespace trimmed, none crossing a break (or, with
+    `line_breaks`, a line break); with `split` sentencex splits between breaks too."""
+    cuts = {0, len(text), *breaks}
+    if line_breaks:
+        cuts.update(i for i, c in enumerate(text) if c in LINE_BREAKS)
+    spans: list[Span] = []
+    ordered = sorted(cuts)
+    for start, end in zip(ordered, ordered[1:]):
+        segment = text[start:end]
+        if not segment.strip():
+            continue
+        # A line break here is only whitespace (HTML, or plain text without line_breaks).
+        prepared = " ".join(segment.split("\n"))          # the same length as segment
+        bodies = [p.strip() for p in sentencex.segment(language, prepared)] if split else []
+        found, at = [], 0
+        for body in filter(None, bodies):
+            at = prepared.find(body, at)
+            if at < 0:                  # the splitter changed the text: keep the segment whole
+                found = []
+                break
+            found.append((start + at, start + at + len(body)))
+            at += len(body)
+        if not found:
+            body = segment.strip()
+            first = start + len(segment) - len(segment.lstrip())
+            found = [(first, first + len(body))]
+        spans += found
+    return spans
+
+
+class Layout:
+    """Source positions (in Source.text) to target positions (in the spliced target)."""
+
+    def __init__(self, source: str, spans: list[Span], translations: list[Translation]):
+        self.spans = spans
+        self.gaps: list[tuple[int, int, int]] = []     # (source start, target start, length)
+        self.targets: list[Span] = []                  # each sentence's translation in the target
+        self.source_words: list[list[Span]] = []       # per sentence, per source word, in `source`
+        self.target_words: list[list[Span]] = []       # per sentence, best hypothesis, in the target
+        self.aligned: list[dict[int, list[int]]] = []  # per sentence: source word -> its target words
+        self.strongest: list[dict[int, int]] = []       # per sentence: source word -> its likeliest target word
+        parts: list[str] = []
+        cursor = size = 0
+        for (start, end), translation in zip(spans, translations):
+            self.gaps.append((cursor, size, start - cursor))
+            parts.append(source[cursor:start])
+            size += start - cursor
+            best = translation.best if translation.hypotheses else None
+            text = best.text if best else ""
+            self.targets.append((size, size + len(text)))
+            aligned: dict[int, list[int]] = {}
+            strongest: dict[int, int] = {}                  # source word -> the target word of highest α
+            if best is not None:
+                self.source_words.append(shifted(word_spans(source[start:end], best.source_words), start))
+                self.target_words.append(shifted(word_spans(text, best.target_words), size))
+                for s, t in best.hard_alignment():
+                    aligned.setdefault(s, []).append(t)
+                # A source word no target word chose still gets the target word that attends
+                # to it most, so an element around it is not left empty.
+                rows = [t for t, word in enumerate(best.target_words) if word != EOS_TOKEN]
+                alpha = best.word_alignment                                    # T_words x S_words
+                for s, word in enumerate(best.source_words):
+                    if word != EOS_TOKEN and rows:
+                        strongest[s] = rows[int(alpha[rows, s].argmax())]
+                        aligned.setdefault(s, [strongest[s]])
+            else:
+                self.source_words.append([])
+                self.target_words.append([])
+            self.aligned.append(aligned)
+            self.strongest.append(strongest)
+            parts.append(text)
+            size += len(text)
+            cursor = end
+        self.gaps.append((cursor, size, len(source) - cursor))
+        parts.append(source[cursor:])
+        self.target = "".join(parts)
+        # Gaps and sentences alternate in source order: gap k lies before sentence k.
+        self._gap_starts = [start for start, _, _ in self.gaps]
+
+    def _word_targets(self, k: int, word: int) -> list[Span]:
+        return [self.target_words[k][t] for t in self.aligned[k].get(word, ()) if t < len(self.target_words[k])]
+
+    def position(self, at: int, glued_to_next: bool = False) -> int:
+        """Where a point between source characters goes in the target: after the target
+        words of the source word before it, or (when it is glued to the next word, or
+        nothing before it is aligned) before those of the word after it."""
+        k = bisect.bisect_right(self._gap_starts, at) - 1          # the last gap starting at or before `at`
+        start, target, length = self.gaps[k]
+        if at <= start + length:
+            return target + at - start
+        # otherwise `at` is inside sentence k, which follows gap k
+        words, strongest = self.source_words[k], self.strongest[k]
+        before = [w for w, (_, end) in enumerate(words) if end <= at and w in strongest]
+        after = [w for w, (start, end) in enumerate(words) if start >= at and end > start and w in strongest]
+        if after and (glued_to_next or not before):
+            return self.target_words[k][strongest[after[0]]][0]
+        if before:
+            return self.target_words[k][strongest[before[-1]]][1]
+        return self.targets[k][0]
+
+    def coverage(self, start: int, end: int, source: str) -> Span | None:
+        """The target range covering what the source range [start, end) holds: gaps one to
+        one, whole sentences whole, and the target words aligned to each source word
+        whose letters (or, without letters, whose first character) lie in the range."""
+        los: list[int] = []
+        his: list[int] = []
+        first = max(bisect.bisect_right(self._gap_starts, start) - 1, 0)
+        last = bisect.bisect_left(self._gap_starts, end)          # gaps and sentences before it may overlap
+        for gap_start, target, length in self.gaps[first:last]:
+            a, b = max(start, gap_start), min(end, gap_start + length)
+            if a < b:
+                los.append(target + a - gap_start)
+                his.append(target + b - gap_start)
+        for k in range(first, min(last, len(self.spans))):
+            a, b = self.spans[k]
+            if b <= start or a >= end:
+                continue
+            if start <= a and b <= end:
+                if self.targets[k][1] > self.targets[k][0]:
+                    los.append(self.targets[k][0])
+                    his.append(self.targets[k][1])
+                continue
+            for w, (ws, we) in enumerate(self.source_words[k]):
+                letters = [i for i in range(ws, we) if source[i].isalnum()] or [ws]
+                if ws < we and any(start <= i < end for i in letters):
+                    # Punctuation glued to the word but outside the element ("<i>luz</i>.")
+                    # stays outside in the target too.
+                    lead = ws < start and not source[ws].isalnum()
+                    trail = we > end and not source[we - 1].isalnum()
+                    for ts, te in self._word_targets(k, w):
+                        while lead and ts < te - 1 and not self.target[ts].isalnum():
+                            ts += 1
+                        while trail and te > ts + 1 and not self.target[te - 1].isalnum():
+                            te -= 1
+                        if te > ts:
+                            los.append(ts)
+                            his.append(te)
+        return (min(los), max(his)) if los else None
+
+
+@dataclass
+class Reading:
+    """An entry read as a document: its Source and the sentences to translate."""
+    entry: str
+    source: Source
+    spans: list[Span]
+
+    @property
+    def sentences(self) -> list[str]:
+        return [self.source.text[a:b] for a, b in self.spans]
+
+    def assemble(self, translations: list[Translation]) -> Document:
+        layout = Layout(self.source.text, self.spans, translations)
+        text, starts, ends = render(self.source, layout, layout.target)
+
+        def out_span(a: int, b: int) -> Span:
+            if a >= b:              # empty: right after the character before it
+                at = ends[a - 1] if a > 0 else (starts[0] if starts else 0)
+                return at, at
+            return starts[a], ends[b - 1]
+
+        sentences = []
+        for k, ((a, b), translation) in enumerate(zip(self.spans, translations)):
+            source_words = [self.source.raw_span(s, e) for s, e in layout.source_words[k]]
+            target_words = [[out_span(s, e) for s, e in layout.target_words[k]]]
+            target_words += [word_spans(h.text, h.target_words) for h in translation.hypotheses[1:]]
+            sentences.append(SentenceResult(self.source.raw_span(a, b), out_span(*layout.targets[k]), translation,
+                                            source_words, target_words if translation.hypotheses else []))
+        return Document(self.entry, text, sentences)
+
+
+def read(entry: str, html: bool, split: bool, language: str, placeholders: bool = True,
+         max_chars: int | None = None, max_sentences: int | None = None, field: str = "text") -> Reading:
+    """An entry as a document (InvalidInput for markup nested too deep or a document over its limits).
+    `placeholders`: in HTML, carry placeholders as atoms (for a model that does not protect them)."""
+    if max_chars is not None and len(entry) > max_chars:
+        raise InvalidInput(f"{field} has {len(entry)} characters, over the limit of {max_chars} "
+                           "(max_document_chars)")
+    try:
+        source = parse_html(entry, placeholders) if html else plain(entry)
+    except InvalidInput as e:
+        raise InvalidInput(f"{field}: {e}") from None
+    spans = sentence_spans(source.text, source.breaks, language, split, line_breaks=not html)
+    if max_sentences is not None and len(spans) > max_sentences:
+        raise InvalidInput(f"{field} has {len(spans)} sentences, over the limit of {max_sentences} "
+                           "(max_document_sentences)")
+    return Reading(entry, source, spans)
+
+
+def translate_documents(translator: Translator, entries: list[str], html: bool, split: bool,
+                        options: SearchOptions = SearchOptions(), max_rows: int | None = None,
+                        replace_unk: bool = False) -> list[Document]:
+    """Offline: every sentence of every entry in one decode."""
+    language = translator.engine.manifest.source_language
+    readings = [read(e, html, split, language, placeholders=translator.protector is None) for e in entries]
+    texts = [s for r in readings for s in r.sentences]
+    searches = [translator.search(t, options) if normalise(t) else None for t in texts]
+    decode_all(translator.engine, [s for s in searches if s is not None], max_rows)
+    done = iter(translator.result(t, s, replace_unk) if s else Translation(t, []) for t, s in zip(texts, searches))
+    return [r.assemble([next(done) for _ in r.spans]) for r in readings]

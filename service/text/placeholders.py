@@ -1,0 +1,113 @@
+"""Placeholder protection: `%s`, `{name}`, `$HOME`, `<b>` come out verbatim.
+
+The model directory says which spans are placeholders and how they were
+hidden in training (`manifest.placeholders`: a regular expression and the
+sentinel format `⦃n⦄`, written by `model/data/placeholders.py`). Before decoding,
+each placeholder of the source becomes a numbered sentinel, in source order;
+the model learned to carry sentinels to where they belong in the target.
+After decoding each sentinel is replaced by its original text. A sentinel the
+model dropped is put back through the alignment (after the target word that
+attends most to the source sentinel); one it invented or repeated is removed.
+So the target always holds exactly the source's placeholders.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from attnmt.service.modeldir.tokenizer import WORD_BOUNDARY
+
+
+@dataclass(frozen=True)
+class Protected:
+    text: str                # the source with sentinels
+    originals: tuple[str, ...]   # originals[n - 1] is what sentinel n stands for
+
+
+class Protector:
+    def __init__(self, spec: dict):
+        self.pattern = re.compile(spec["pattern"])
+        self.sentinel = spec["sentinel"]
+        self.max = int(spec["max"])
+        self.sentinels = {self.sentinel.format(n): n for n in range(1, self.max + 1)}
+        self.any_sentinel = re.compile(re.escape(self.sentinel).replace(r"\{\}", r"\d+"))
+        # A '%' or '$' the model wrote right before a sentinel would fuse with the
+        # placeholder put there ('%' + '%s' reads as '%%' 's').
+        self.fusing = re.compile(r"[%$]+(?=" + self.any_sentinel.pattern + ")")
+
+    def protect(self, text: str) -> Protected:
+        """Sentinels for the first `max` placeholders (any beyond stay as they are)."""
+        originals: list[str] = []
+
+        def hide(m: re.Match) -> str:
+            if len(originals) == self.max:
+                return m.group(0)
+            originals.append(m.group(0))
+            return self.sentinel.format(len(originals))
+        return Protected(self.pattern.sub(hide, text), tuple(originals))
+
+    def restore(self, source_tokens: list[str], target_tokens: list[str], alignment: np.ndarray,
+                originals: tuple[str, ...]) -> tuple[list[str], list[str], np.ndarray, list[int]]:
+        """Sentinel pieces -> original text in both token lists; missing sentinels
+        inserted where the alignment points, extra ones removed (with their α rows).
+        Also returns, for each target token, its index in `target_tokens` (-1: inserted),
+        and the target tokens with the sentinels still in them (for `text`)."""
+        source = [self._original(t, originals) for t in source_tokens]
+        keep, seen = [], set()
+        for i, piece in enumerate(target_tokens):
+            n = self.sentinels.get(piece)
+            if n is not None and (n > len(originals) or n in seen):
+                if keep and target_tokens[keep[-1]] == WORD_BOUNDARY:
+                    keep.pop()                      # and the lone word boundary before it
+                continue                            # invented or repeated: drop it
+            seen.add(n)
+            keep.append(i)
+        target = [target_tokens[i] for i in keep]
+        origin = list(keep)
+        alpha = alignment[keep]                                             # T' x S
+        for n in range(1, len(originals) + 1):
+            if n in seen:
+                continue
+            column = source_tokens.index(self.sentinel.format(n))
+            words = [i for i, t in enumerate(target) if t != "</s>"]
+            if words:
+                best = words[int(alpha[words, column].argmax())]
+                at = best + 1
+                while at < len(target) and target[at] != "</s>" and not target[at].startswith(WORD_BOUNDARY):
+                    at += 1                        # after the whole word, not inside it
+            else:
+                at = 0
+            row = np.zeros((1, alpha.shape[1]), dtype=alpha.dtype)
+            row[0, column] = 1.0                   # it is aligned to its source placeholder by construction
+            target.insert(at, WORD_BOUNDARY + self.sentinel.format(n))
+            origin.insert(at, -1)
+            alpha = np.concatenate([alpha[:at], row, alpha[at:]])
+        restored = [self._original(t, originals) for t in target]
+        return source, restored, alpha, origin, target
+
+    def text(self, pieces: list[str], originals: tuple[str, ...]) -> str:
+        """The translation: placeholders the model wrote itself (not from a sentinel, so
+        not in the source) are removed, then each sentinel becomes its original."""
+        text = self.fusing.sub("", self.pattern.sub("", detokenize(pieces)))
+        text = re.sub(r"  +", " ", text).strip()
+        return self.any_sentinel.sub(lambda m: self._original(m.group(0), originals), text)
+
+    def without_sentinels(self, text: str) -> str:
+        """Protection off: a model trained with sentinels may still write one; drop it."""
+        return re.sub(r"  +", " ", self.any_sentinel.sub("", text)).strip()
+
+    def _original(self, piece: str, originals: tuple[str, ...]) -> str:
+        bare = piece.removeprefix(WORD_BOUNDARY)
+        n = self.sentinels.get(bare)
+        if n is None or n > len(originals):
+            return piece
+        return piece[:len(piece) - len(bare)] + originals[n - 1]
+
+
+def detokenize(pieces: list[str]) -> str:
+    """SentencePiece's decoding for pieces that may hold restored placeholders
+    (which are not in the vocabulary, so `decode_pieces` would mangle them)."""
+    return "".join("\u2047" if p == "<unk>" else p for p in pieces).replace(WORD_BOUNDARY, " ").strip()

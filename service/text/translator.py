@@ -1,0 +1,172 @@
+"""Text in, translations with alignments out: tokenisation, input checks, and
+turning a finished `Search` into what callers use. Shared by the server,
+`attnmt translate` and `attnmt evaluate`."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from attnmt.service.text.alignment import EOS_TOKEN, aggregate_to_words, hard_pairs, word_groups
+from attnmt.service.inference.decoding import Search, SearchOptions, decode_all
+from attnmt.service.inference.engine import Engine
+from attnmt.service.errors import InvalidInput
+from attnmt.service.text.placeholders import Protector
+from attnmt.service.text.quality import Quality, QualityModel
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+@dataclass
+class Hypothesis:
+    text: str
+    target_tokens: list[str]       # pieces, ending with </s> unless the length limit cut the output
+    token_log_probs: list[float]
+    log_prob: float
+    score: float
+    alignment: np.ndarray          # α: target pieces x source pieces, rows sum to 1
+    source_tokens: list[str]
+    glossary: list = field(default_factory=list)   # glossary.Match: terms written into this hypothesis
+    # Quality is computed on first use (a request that never reads it never pays for it).
+    quality_model: QualityModel | None = field(default=None, repr=False, compare=False)
+    computed_quality: Quality | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def quality(self) -> Quality | None:
+        if self.computed_quality is None and self.quality_model is not None:
+            self.computed_quality = self.quality_model.assess(self.token_log_probs, self.alignment,
+                                                              self.source_tokens, self.target_tokens)
+        return self.computed_quality
+
+    @cached_property
+    def _words(self) -> tuple[list[str], list[str], np.ndarray]:
+        src_groups, tgt_groups = word_groups(self.source_tokens), word_groups(self.target_tokens)
+        join = lambda tokens, g: "".join(tokens[i] for i in g).replace("\u2581", "") or "\u2581"  # noqa: E731
+        return ([join(self.source_tokens, g) for g in src_groups], [join(self.target_tokens, g) for g in tgt_groups],
+                aggregate_to_words(self.alignment, src_groups, tgt_groups))
+
+    @property
+    def source_words(self) -> list[str]:
+        return self._words[0]
+
+    @property
+    def target_words(self) -> list[str]:
+        return self._words[1]
+
+    @property
+    def word_alignment(self) -> np.ndarray:
+        """α aggregated to words (sum over source pieces, mean over target pieces)."""
+        return self._words[2]
+
+    def hard_alignment(self, threshold: float | None = None, level: str = "words") -> list[tuple[int, int]]:
+        if level == "pieces":
+            return hard_pairs(self.alignment, self.source_tokens, self.target_tokens, threshold)
+        return hard_pairs(self.word_alignment, self.source_words, self.target_words, threshold)
+
+
+@dataclass
+class Translation:
+    source: str
+    source_tokens: list[str]
+    hypotheses: list[Hypothesis] = field(default_factory=list)
+
+    @property
+    def best(self) -> Hypothesis:
+        return self.hypotheses[0]
+
+
+def normalise(text: str) -> str:
+    """NFC, control characters to spaces, whitespace collapsed."""
+    return " ".join(_CONTROL.sub(" ", unicodedata.normalize("NFC", text)).split())
+
+
+class Translator:
+    """One served model: its engine plus text handling."""
+
+    def __init__(self, engine: Engine, max_tokens: int = 256, protect_placeholders: bool = True):
+        self.engine = engine
+        self.tokenizer = engine.tokenizer
+        self.max_tokens = max_tokens
+        spec = engine.manifest.placeholders
+        # Only a model trained with sentinels can carry them (manifest.placeholders); with
+        # protection off, `sentinels` still drops any the model writes by itself.
+        self.sentinels = Protector(spec) if spec else None
+        self.protector = self.sentinels if protect_placeholders else None
+        self.quality = QualityModel.from_manifest(engine.manifest, "translation")
+        self.greedy_quality = QualityModel.from_manifest(engine.manifest, "translation_greedy")
+        self.alignment_quality = QualityModel.from_manifest(engine.manifest, "alignment")
+
+    @property
+    def name(self) -> str:
+        return self.engine.manifest.name
+
+    def encode(self, text: str, what: str = "text") -> list[int]:
+        ids = self.tokenizer.encode(normalise(text))
+        if len(ids) + 1 > self.max_tokens:
+            raise InvalidInput(f"{what} has {len(ids) + 1} tokens, over the limit of {self.max_tokens} "
+                               "(max_tokens_per_sentence)")
+        return ids + [self.engine.eos_id]
+
+    def search(self, text: str, options: SearchOptions, target: str | None = None) -> Search:
+        """A Search ready to join a DecodeBatch; with `target`, forced decoding of that target."""
+        if target is not None:
+            return Search(self.encode(text, "source"), options, forced=self.encode(target, "target"))
+        shortlist = self.engine.shortlist
+        if self.protector is None:
+            source, originals = self.encode(text, "source"), ()
+        else:
+            protected = self.protector.protect(normalise(text))
+            source, originals = self.encode(protected.text, "source"), protected.originals
+        candidates = None if shortlist is None else shortlist.candidates(source)
+        return Search(source, options, protected=originals, candidates=candidates)
+
+    def result(self, text: str, search: Search, replace_unk: bool = False, glossary=None) -> Translation:
+        """A finished search as a Translation; with a `glossary.Glossary`, its terms written in."""
+        source_tokens = self.tokenizer.pieces(search.source)
+        translation = Translation(text, source_tokens)
+        eos = self.engine.eos_id
+        quality = (self.alignment_quality if search.forced is not None
+                   else self.greedy_quality if search.options.beam_size == 1 else self.quality)
+        for hyp in search.best():
+            pieces = self.tokenizer.pieces(hyp.tokens)
+            if replace_unk:
+                # Luong et al. (2015): copy the source piece the model attended to most.
+                # The last source piece is </s>: never copy it (it would delete the word).
+                pieces = [source_tokens[int(hyp.alignment[i, :-1].argmax())] if t == self.engine.unk_id else p
+                          for i, (t, p) in enumerate(zip(hyp.tokens, pieces))]
+            if search.protected:
+                sources, pieces, alignment, origin, with_sentinels = self.protector.restore(
+                    source_tokens, pieces, hyp.alignment, search.protected)
+                translation.source_tokens = sources
+                # a removed sentinel takes its log-prob along; an inserted one was not generated: 0
+                log_probs = [hyp.token_log_probs[i] if i >= 0 else 0.0 for i in origin]
+                output = self.protector.text([p for p in with_sentinels if p != EOS_TOKEN], search.protected)
+            else:
+                sources, alignment, log_probs = source_tokens, hyp.alignment, hyp.token_log_probs
+                output = self.tokenizer.decode_pieces([p for t, p in zip(hyp.tokens, pieces) if t != eos])
+                if self.sentinels is not None:
+                    output = self.sentinels.without_sentinels(output)
+            translation.hypotheses.append(Hypothesis(
+                text=output, target_tokens=pieces, token_log_probs=log_probs, log_prob=hyp.log_prob,
+                score=hyp.score, alignment=alignment, source_tokens=sources, quality_model=quality))
+        return glossary.apply(translation) if glossary is not None else translation
+
+    def translate(self, texts: list[str], options: SearchOptions = SearchOptions(), max_rows: int | None = None,
+                  replace_unk: bool = False, glossary=None) -> list[Translation]:
+        """Offline batch translation (the server schedules instead)."""
+        searches = [self.search(t, options) for t in texts]
+        decode_all(self.engine, searches, max_rows)
+        return [self.result(t, s, replace_unk, glossary) for t, s in zip(texts, searches)]
+
+    def align(self, pairs: list[tuple[str, str]], max_rows: int | None = None) -> list[Translation]:
+        """Forced alignment: score and align given targets."""
+        searches = [self.search(s, SearchOptions(), target=t) for s, t in pairs]
+        decode_all(self.engine, searches, max_rows)
+        return [self.result(s, search) for (s, _), search in zip(pairs, searches)]
+
+
+__all__ = ["Translator", "Translation", "Hypothesis", "EOS_TOKEN", "normalise"]

@@ -1,0 +1,1 @@
+"""The layout's rules: generated code is generated, the worlds import only what they may."""

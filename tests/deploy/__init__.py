@@ -1,0 +1,1 @@
+"""The image, its build context, and the Kubernetes manifests, checked by real tools."""

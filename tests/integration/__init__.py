@@ -1,0 +1,1 @@
+"""A real `attnmt serve` on free loopback ports, called as users call it."""

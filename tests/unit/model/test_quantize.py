@@ -1,0 +1,144 @@
+"""int8 graphs (model/export/quantize.py): activations quantized per row, so that a sentence's
+translation does not depend on its batch-mates, and served by the engine unchanged."""
+
+import numpy as np
+import onnx
+import pytest
+
+from attnmt.service.inference.decoding import SearchOptions
+from attnmt.service.inference.engine import Engine, EngineOptions
+from attnmt.service.modeldir.manifest import load_manifest
+from attnmt.service.text.translator import Translator
+
+from conftest import synthetic_corpus
+
+SHORT = "peru vidas kasa ."
+LONG = "kasa granda amas libo nova . gato roja havas arbo blanka . sola vidas luna . peru amas mesa roja ."
+CROWD = [LONG, "gato .", SHORT, LONG + " " + LONG, "sola amas luna granda ."]
+# The float graphs' tolerance (tests/test_decoding.py). The quantization sees one row and
+# its int32 accumulation is exact, so batch-mates change nothing through it; they still
+# change the float attention's last bits (CROWD pads SHORT's source longer), which int8
+# rounding can now and then turn into a whole quantum: on the bundled model 1 of 322 dev
+# translations (docs/benchmarks.md), on the tiny model none of these.
+TOLERANCE = 1e-5
+
+
+def translator(model_dir, **options) -> Translator:
+    return Translator(Engine(model_dir, EngineOptions(intra_op_threads=1, **options)))
+
+
+def batch_mates_change(translator: Translator, options: SearchOptions = SearchOptions()) -> float:
+    """How much SHORT's hypotheses change when it is translated among CROWD rather than
+    alone: the largest difference in score, token log-probability or α (inf if a text differs)."""
+    alone = translator.translate([SHORT], options)[0].hypotheses
+    together = translator.translate(CROWD, options)[CROWD.index(SHORT)].hypotheses
+    if [h.text for h in alone] != [h.text for h in together]:
+        return float("inf")
+    return max(max(abs(a.score - b.score), np.abs(np.subtract(a.token_log_probs, b.token_log_probs)).max(),
+                   np.abs(a.alignment - b.alignment).max()) for a, b in zip(alone, together))
+
+
+@pytest.fixture(scope="module")
+def int8_model(tiny_model, tmp_path_factory):
+    from attnmt.model.export.quantize import write_int8
+    out = tmp_path_factory.mktemp("models") / "tiny-int8"
+    write_int8(tiny_model, out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def per_tensor_model(tiny_model, tmp_path_factory):
+    """ONNX Runtime's own dynamic quantization: one activation scale per tensor, i.e. per batch."""
+    from attnmt.model.export import quantize
+    out = tmp_path_factory.mktemp("models") / "tiny-int8-per-tensor"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(quantize, "per_row_activations", lambda model: 0)
+        quantize.write_int8(tiny_model, out)
+    return out
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_int8_output_does_not_depend_on_batch_mates(int8_model, beam):
+    options = SearchOptions(beam_size=beam, n_best=beam)
+    assert batch_mates_change(translator(int8_model), options) <= TOLERANCE
+
+
+def test_per_tensor_scales_fail_that_test(per_tensor_model):
+    assert batch_mates_change(translator(per_tensor_model)) > TOLERANCE
+
+
+def test_quantize_int8_refuses_graphs_that_batch_mates_change(tiny_model, tmp_path, monkeypatch):
+    from attnmt.model.export import quantize
+    monkeypatch.setattr(quantize, "per_row_activations", lambda model: 0)
+    pairs = synthetic_corpus(40, seed=77)
+    with pytest.raises(RuntimeError, match="batch-mates change"):
+        quantize.quantize_int8(tiny_model, tmp_path / "int8", [s for s, _ in pairs], [t for _, t in pairs])
+    assert not (tmp_path / "int8").exists()
+
+
+def test_every_activation_is_quantized_per_row(int8_model):
+    for graph in load_manifest(int8_model).graphs.values():
+        model = onnx.load(str(int8_model / graph))
+        constants = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
+        ops = [node.op_type for node in model.graph.node]
+        assert "DynamicQuantizeLinear" not in ops and "MatMulInteger" in ops
+        for node in model.graph.node:
+            if node.op_type == "MatMulInteger":         # A's zero point: the one scalar 128
+                assert constants[node.input[2]].shape == () and constants[node.input[2]] == 128
+
+
+def test_onnx_runtime_optimizations_leave_the_int8_results_unchanged(int8_model):
+    # ONNX Runtime fuses MatMulInteger -> Cast -> Mul(Mul(a_scale, b_scale)) -> Add(bias) into a
+    # MatMulIntegerToFloat that scales the bias too when a_scale is per row; the rescale is written
+    # so that the fusion does not apply.
+    texts = [SHORT, LONG, "gato ."]
+    plain = translator(int8_model, optimization="disable").translate(texts)
+    optimized = translator(int8_model, optimization="all").translate(texts)
+    for a, b in zip(plain, optimized):
+        assert a.best.text == b.best.text
+        assert abs(a.best.score - b.best.score) <= TOLERANCE
+
+
+@pytest.fixture(scope="module")
+def listed_models(listed_model, tmp_path_factory):
+    """The tiny model with a small shortlist (float, conftest.py), and that directory quantized."""
+    from attnmt.model.export.quantize import write_int8
+    int8 = tmp_path_factory.mktemp("models") / "listed-int8"
+    write_int8(listed_model, int8)
+    return listed_model, int8
+
+
+def test_the_shortlist_graphs_are_quantized_too(listed_models):
+    from attnmt.service.modeldir.manifest import SHORTLIST_GRAPHS
+    float32, int8 = listed_models
+    manifest = load_manifest(int8)
+    assert set(SHORTLIST_GRAPHS.values()) <= set(manifest.files) and manifest.shortlist["file"] in manifest.files
+    for graph in SHORTLIST_GRAPHS.values():
+        ops = {node.op_type for node in onnx.load(str(int8 / graph), load_external_data=False).graph.node}
+        assert "MatMulInteger" in ops and "DynamicQuantizeLinear" not in ops
+    listed = translator(int8, shortlist=True)
+    assert listed.engine.shortlist is not None
+    texts = [s for s, _ in synthetic_corpus(12, seed=4)]
+    expected = translator(float32, shortlist=True).translate(texts)
+    assert [t.best.text for t in listed.translate(texts)] == [t.best.text for t in expected]
+    for beam in (1, 3):
+        assert batch_mates_change(listed, SearchOptions(beam_size=beam, n_best=beam)) <= TOLERANCE
+
+
+def test_the_int8_shortlist_graph_over_every_id_equals_the_int8_full_graph(listed_models):
+    """The engine runs a shortlisted sentence through the shortlist graph or the masked full
+    graph depending on its batch-mates (service/inference/decoding.py), so their int8 output layers
+    must compute the same log-probabilities."""
+    _, int8 = listed_models
+    full, listed = (Engine(int8, EngineOptions(intra_op_threads=1, shortlist=on)) for on in (False, True))
+    sentences = [s for s, _ in synthetic_corpus(8, seed=3)]
+    encoded = full.encode([full.tokenizer.encode(s) + [full.eos_id] for s in sentences])
+    memory = (encoded.annotations, encoded.keys, encoded.mask)
+    prev = np.full(len(sentences), full.bos_id, dtype=np.int64)
+    forced = np.full(len(sentences), 5, dtype=np.int64)
+    a = full.step(prev, encoded.init_state, memory, 4, forced)
+    b = listed.step(prev, encoded.init_state, memory, 4, forced, vocab_bias=full.default_bias,
+                    candidates=np.arange(full.vocab_size))
+    assert np.array_equal(a.topk_ids, b.topk_ids)
+    np.testing.assert_allclose(a.topk_log_probs, b.topk_log_probs, atol=TOLERANCE)
+    np.testing.assert_allclose(a.forced_log_probs, b.forced_log_probs, atol=TOLERANCE)

@@ -1,0 +1,83 @@
+"""`attnmt upgrade-model`: a schema_version 1 directory re-exported from its own checkpoint.pt."""
+
+import argparse
+import json
+import shutil
+
+import pytest
+
+from attnmt.model.cli import register
+from attnmt.model.export.upgrade import FALLBACK_SENTENCES, UpgradeError, parity_sources, upgrade_model
+from attnmt.service.modeldir.manifest import GRAPHS, load_manifest
+
+
+@pytest.fixture
+def schema_1_model(tiny_model, tiny_run, tmp_path):
+    """The tiny model as schema 1 described it: two graphs, a step returning log_probs[R,V].
+    Upgrade reads only the manifest, checkpoint.pt and spm.model, so the old step graph is a
+    stand-in whose bytes show whether it was replaced."""
+    old = tmp_path / "old"
+    shutil.copytree(tiny_model, old)
+    (old / "decoder_step_shared.onnx").unlink()
+    (old / "decoder_step.onnx").write_bytes(b"schema 1 step graph")
+    (old / "eval").mkdir()
+    (old / "eval" / "report.json").write_text("{}")
+    manifest = json.loads((old / "manifest.json").read_text())
+    manifest["schema_version"] = 1
+    manifest["graphs"] = {"encoder": "encoder.onnx", "decoder_step": "decoder_step.onnx"}
+    for key in ("step_state", "placeholders"):
+        manifest.pop(key, None)
+    del manifest["files"]["decoder_step_shared.onnx"]
+    manifest["files"]["decoder_step.onnx"]["bytes"] = len(b"schema 1 step graph")
+    manifest["version"] = "2026-01-01"
+    manifest["evaluation"] = {"test": {"greedy": {"bleu": 99.0}}}
+    # where the run's dev split is, as `attnmt export` records it
+    manifest["training"] = {"config": {"data_dir": str(tiny_run.parent / "data"), "src_lang": "xx",
+                                       "tgt_lang": "en"}}
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    return old
+
+
+def upgrade_cli(*argv):
+    parser = argparse.ArgumentParser(prog="attnmt")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["upgrade-model", *map(str, argv)])
+    return args.func(args)
+
+
+def test_upgrade_writes_a_schema_2_directory_with_parity(schema_1_model, tmp_path):
+    out = tmp_path / "new"
+    assert upgrade_cli(schema_1_model, "--out", out) == 0
+    manifest = load_manifest(out)                           # the service's contract, checksums included
+    assert manifest.graphs == GRAPHS and set(GRAPHS.values()) <= set(manifest.files)
+    raw = json.loads((out / "manifest.json").read_text())
+    assert raw["export_parity"]["greedy_identical"] == "40/40"     # the dev split of the tiny run
+    assert raw["export_parity"]["shared_vs_direct"] <= 1e-4
+    assert manifest.version == "2026-01-01" and manifest.evaluation["test"]["greedy"]["bleu"] == 99.0
+    assert raw["upgraded"]["from_schema_version"] == 1
+    assert (out / "decoder_step.onnx").read_bytes() != b"schema 1 step graph"
+    assert (out / "eval" / "report.json").exists()
+    assert json.loads((schema_1_model / "manifest.json").read_text())["schema_version"] == 1  # left alone
+
+
+def test_upgrade_in_place(schema_1_model):
+    upgrade_model(schema_1_model)
+    assert load_manifest(schema_1_model).schema_version == 2
+    assert (schema_1_model / "eval" / "report.json").exists()
+    with pytest.raises(UpgradeError, match="already schema_version 2"):
+        upgrade_model(schema_1_model)
+
+
+def test_without_checkpoint_the_upgrade_says_why(schema_1_model, tmp_path, capsys):
+    (schema_1_model / "checkpoint.pt").unlink()
+    with pytest.raises(UpgradeError, match="no checkpoint.pt to re-export from"):
+        upgrade_model(schema_1_model, tmp_path / "new")
+    assert upgrade_cli(schema_1_model) == 2
+    assert "no checkpoint.pt" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()
+
+
+def test_parity_sentences_fall_back_when_the_training_data_is_gone(tmp_path):
+    assert parity_sources({}) == FALLBACK_SENTENCES
+    gone = {"config": {"data_dir": str(tmp_path / "gone"), "src_lang": "es", "tgt_lang": "en"}}
+    assert parity_sources(gone) == FALLBACK_SENTENCES

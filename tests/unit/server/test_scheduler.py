@@ -1,0 +1,292 @@
+"""The scheduler and its decode worker: a thread that owns the batch, joins at
+step boundaries, and never waits on the event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import numpy as np
+import pytest
+
+from attnmt.service.inference.decoding import SearchOptions
+from attnmt.service.errors import DeadlineExceeded, Overloaded, Unavailable
+from attnmt.service.server.metrics import Metrics
+from attnmt.service.server.scheduler import Scheduler, SchedulerLimits
+
+from conftest import synthetic_corpus
+
+SHORT = "peru vidas kasa ."
+LONG = " ".join(["kasa granda amas libo nova . gato roja havas arbo blanka ."] * 3)
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+async def started(translator, **limits) -> Scheduler:
+    scheduler = Scheduler(translator, SchedulerLimits(**{"max_queue_delay": 0.0, **limits}), Metrics())
+    scheduler.start()
+    return scheduler
+
+
+def texts_of(translator, searches, texts):
+    return [translator.result(t, s).best.text for t, s in zip(texts, searches)]
+
+
+def test_concurrent_requests_get_what_they_get_offline(translator):
+    texts = [s for s, _ in synthetic_corpus(40, seed=3)] + [LONG, SHORT]
+    offline = [t.best.text for t in translator.translate(texts)]
+
+    async def main():
+        scheduler = await started(translator, max_batch_rows=8)
+        searches = [translator.search(t, SearchOptions()) for t in texts]
+
+        async def one(search, delay):
+            await asyncio.sleep(delay)            # arrivals spread over the decode: joins mid-batch
+            (job,) = scheduler.submit([search], None)
+            return await job.future
+        await asyncio.gather(*(one(s, 0.002 * i) for i, s in enumerate(searches)))
+        await scheduler.close()
+        return searches
+    searches = run(main())
+    assert texts_of(translator, searches, texts) == offline
+
+
+def test_steps_keep_running_while_the_event_loop_is_blocked(translator):
+    """No per-step hop through asyncio: block the event loop from the moment the sentence
+    is handed over until the worker has run five steps (a worker that needed the loop
+    would make no progress and the wait would time out). The sentence takes 27 steps;
+    the loop is blocked before the first, so a fast machine cannot finish it unseen."""
+    async def main():
+        scheduler = await started(translator)
+        search = translator.search(LONG, SearchOptions(beam_size=4))
+        before, give_up = scheduler.worker.steps, time.monotonic() + 30
+        (job,) = scheduler.submit([search], None)
+        while scheduler.worker.steps < before + 5 and time.monotonic() < give_up:
+            time.sleep(0.01)                      # the event loop is blocked
+        progressed = scheduler.worker.steps - before
+        await job.future
+        await scheduler.close()
+        return progressed, search
+    progressed, search = run(main())
+    assert search.done and progressed >= 5
+
+
+def test_only_a_small_batch_with_nobody_waiting_counts_as_idle(translator, monkeypatch):
+    """The worker marks steps idle (ONNX Runtime may spin: EngineOptions.idle_spinning) only
+    while the batch has at most IDLE_ROWS rows, nobody waits and nobody was refused lately:
+    a lone sentence's steps are idle; with a queue behind a full batch, or just after a
+    refusal, they are not."""
+    from attnmt.service.inference.decoding import DecodeBatch
+    from attnmt.service.server.worker import IDLE_ROWS
+
+    seen: list[tuple[int, bool]] = []
+    original = DecodeBatch.step
+
+    def recording(self, idle=False):
+        seen.append((self.n_rows, idle))
+        return original(self, idle)
+
+    monkeypatch.setattr(DecodeBatch, "step", recording)
+
+    async def main(searches, refuse=False, **limits):
+        scheduler = await started(translator, **limits)
+        seen.clear()
+        if refuse:
+            with pytest.raises(Overloaded):
+                scheduler.submit([translator.search(SHORT, SearchOptions())] * (scheduler.limits.max_queue + 1), None)
+        jobs = scheduler.submit(searches, None)
+        await asyncio.gather(*(j.future for j in jobs))
+        await scheduler.close()
+        return list(seen)
+
+    alone = run(main([translator.search(LONG, SearchOptions())]))
+    assert alone and all(idle for _, idle in alone)
+    crowd = run(main([translator.search(LONG, SearchOptions()) for _ in range(12)], max_batch_rows=4))
+    assert not any(idle for rows, idle in crowd[:5])          # eight wait behind the first four
+    assert all(idle == (rows <= IDLE_ROWS) for rows, idle in crowd[-3:])   # the last ones: nobody waits
+    refused = run(main([translator.search(LONG, SearchOptions())], refuse=True, max_queue=4))
+    assert refused and not any(idle for _, idle in refused)
+
+
+def test_cancelled_sentence_leaves_between_steps_and_others_finish(translator):
+    async def main():
+        scheduler = await started(translator)
+        long_job, = scheduler.submit([translator.search(LONG, SearchOptions())], None)
+        short = translator.search(SHORT, SearchOptions())
+        short_job, = scheduler.submit([short], None)
+        scheduler.cancel([long_job])
+        long_job.future.cancel()
+        await short_job.future
+        for _ in range(100):
+            if len(scheduler.worker.batch) == 0:
+                break
+            await asyncio.sleep(0.01)
+        left = len(scheduler.worker.batch)
+        await scheduler.close()
+        return left, short
+    left, short = run(main())
+    assert left == 0 and short.done
+
+
+def test_request_level_batch_answers_early_finishers_when_the_last_one_is_cancelled(translator):
+    """Issue 7 #1: request-level batching holds finished sentences until the batch ends;
+    if the batch ends because its last sentence was cancelled, they must still be answered."""
+    async def main():
+        scheduler = await started(translator, continuous=False)
+        long_job, short_job = scheduler.submit(
+            [translator.search(LONG + " " + LONG, SearchOptions(max_length_ratio=10, max_length_extra=300)),
+             translator.search(SHORT, SearchOptions())], None)
+        while not short_job.search.done:
+            await asyncio.sleep(0.001)
+        scheduler.cancel([long_job])
+        long_job.future.cancel()
+        search = await asyncio.wait_for(short_job.future, 3)
+        await scheduler.close()
+        return search
+    assert run(main()).done
+
+
+def test_expired_sentences_fail_with_deadline_exceeded(translator):
+    async def main():
+        scheduler = await started(translator, max_batch_rows=1)
+        blocker, = scheduler.submit([translator.search(LONG, SearchOptions(beam_size=1))], None)
+        late, = scheduler.submit([translator.search(SHORT, SearchOptions())], time.monotonic() + 0.001)
+        with pytest.raises(DeadlineExceeded):
+            await late.future
+        await blocker.future
+        await scheduler.close()
+    run(main())
+
+
+def test_full_queue_refuses_and_close_fails_what_is_left(translator):
+    async def main():
+        scheduler = await started(translator, max_queue=2, max_batch_rows=1)
+        # Hold the worker's lock (reentrant: put() takes it on this thread too) so that it cannot
+        # admit, or even finish, the first two before the third arrives; without it the test
+        # depended on the tiny model being slower than two submit() calls.
+        with scheduler.worker._cond:
+            jobs = scheduler.submit([translator.search(LONG, SearchOptions()) for _ in range(2)], None)
+            with pytest.raises(Overloaded, match="max_queue is 2"):
+                scheduler.submit([translator.search(SHORT, SearchOptions()) for _ in range(2)], None)
+        await scheduler.close()
+        outcomes = await asyncio.gather(*(j.future for j in jobs), return_exceptions=True)
+        return outcomes
+    outcomes = run(main())
+    # each job either finished before the stop or was failed with UNAVAILABLE; none is left hanging
+    assert all(isinstance(o, Unavailable) or o.done for o in outcomes)
+
+
+def test_a_busy_batch_takes_joiners_together_or_after_the_delay(translator):
+    """A batch at least half full lets waiting sentences join `min_joiners` at a time (one
+    encoder call for them), and a sentence left alone joins once `max_join_delay` passed."""
+    target = " ".join(["peru amas mesa roja ."] * 15)          # forced rows: 240 steps
+
+    async def main(max_join_delay):
+        scheduler = await started(translator, max_batch_rows=8, min_joiners=3, max_join_delay=max_join_delay)
+        busy = scheduler.submit([translator.search(SHORT, SearchOptions(), target=target) for _ in range(5)], None)
+        while scheduler.worker.steps < 2:
+            await asyncio.sleep(0.001)
+        first, = scheduler.submit([translator.search(SHORT, SearchOptions())], None)
+        seen = scheduler.worker.steps
+        while scheduler.worker.steps < seen + 20 and max_join_delay > 1:
+            await asyncio.sleep(0.001)
+        alone_after_20_steps = first.joined is None
+        others = [] if max_join_delay < 1 else scheduler.submit(
+            [translator.search(t, SearchOptions()) for t in ("gato .", "sola amas luna .")], None)
+        await asyncio.gather(*(j.future for j in [first, *others]))
+        for job in busy:
+            scheduler.cancel([job])
+            job.future.cancel()
+        await scheduler.close()
+        return alone_after_20_steps, first, others
+
+    alone, first, others = run(main(max_join_delay=60.0))
+    assert alone and first.joined == others[0].joined == others[1].joined
+    _, first, _ = run(main(max_join_delay=0.005))
+    assert first.joined - first.enqueued >= 0.005
+    assert first.rows >= 6 * first.steps           # it joined the busy batch (5 rows), not an empty one
+
+
+def test_mixed_greedy_beam_and_forced_sentences_share_steps(translator):
+    texts = [s for s, _ in synthetic_corpus(12, seed=4)]
+    greedy_want = [t.best.text for t in translator.translate(texts)]
+    beam_want = [[h.text for h in t.hypotheses] for t in translator.translate(texts, SearchOptions(beam_size=3, n_best=3))]
+
+    async def main():
+        scheduler = await started(translator)
+        greedy = [translator.search(t, SearchOptions()) for t in texts]
+        beams = [translator.search(t, SearchOptions(beam_size=3, n_best=3)) for t in texts]
+        forced = [translator.search(t, SearchOptions(), target=w) for t, w in zip(texts, greedy_want)]
+        jobs = scheduler.submit([x for trio in zip(greedy, beams, forced) for x in trio], None)
+        await asyncio.gather(*(j.future for j in jobs))
+        await scheduler.close()
+        return greedy, beams, forced
+    greedy, beams, forced = run(main())
+    assert texts_of(translator, greedy, texts) == greedy_want
+    assert [[h.text for h in translator.result(t, s).hypotheses] for t, s in zip(texts, beams)] == beam_want
+    for g, f in zip(greedy, forced):
+        assert f.best()[0].tokens == g.best()[0].tokens
+        assert np.allclose(f.best()[0].token_log_probs, g.best()[0].token_log_probs, atol=1e-5)
+
+
+def test_a_worker_that_dies_fails_its_calls_and_refuses_new_ones(translator, monkeypatch):
+    """A fault outside any step (a bug in the worker's own bookkeeping) must not leave
+    callers waiting forever: their calls fail, the death is reported, new calls are refused."""
+    from attnmt.service.errors import DecodeFailed
+    from attnmt.service.server.worker import DecodeWorker
+    deaths = []
+
+    async def main():
+        scheduler = Scheduler(translator, SchedulerLimits(max_queue_delay=0.0), Metrics(), on_death=deaths.append)
+        original = DecodeWorker._next_joiners
+        calls = {"n": 0}
+
+        def broken(self):
+            calls["n"] += 1
+            if calls["n"] == 3:
+                raise RuntimeError("injected fault")
+            return original(self)
+        monkeypatch.setattr(DecodeWorker, "_next_joiners", broken)
+        scheduler.start()
+        jobs = scheduler.submit([translator.search(LONG, SearchOptions(beam_size=4))], None)
+        with pytest.raises(DecodeFailed, match="injected fault"):
+            await asyncio.wait_for(jobs[0].future, 10)
+        with pytest.raises(DecodeFailed, match="has stopped"):
+            scheduler.submit([translator.search(SHORT, SearchOptions())], None)
+        await asyncio.sleep(0.01)
+        await scheduler.close()
+    run(main())
+    assert len(deaths) == 1 and isinstance(deaths[0], RuntimeError)
+
+
+def test_a_poisoned_sentence_fails_alone_and_its_batch_mates_succeed(translator, monkeypatch):
+    """Issue 7 #5: a step that fails whenever one sentence is in the batch fails that
+    sentence only; the others (from other requests, in the same steps) are answered."""
+    from attnmt.service.inference.decoding import DecodeBatch
+    from attnmt.service.errors import DecodeFailed
+    original = DecodeBatch.step
+    poison = translator.search("gato roja havas arbo .", SearchOptions())
+
+    def step(self, idle=False):
+        if any(s is poison for s in self.searches):
+            raise RuntimeError("step exploded")
+        return original(self, idle)
+    monkeypatch.setattr(DecodeBatch, "step", step)
+    texts = [s for s, _ in synthetic_corpus(6, seed=11)]
+    want = [t.best.text for t in translator.translate(texts)]
+
+    async def main():
+        scheduler = await started(translator, max_queue_delay=0.05)   # all arrive in the same first step
+        others = [translator.search(t, SearchOptions()) for t in texts]
+        jobs = [scheduler.submit([s], None)[0] for s in others[:3]] + scheduler.submit([poison], None) + \
+            [scheduler.submit([s], None)[0] for s in others[3:]]
+        outcomes = await asyncio.gather(*(j.future for j in jobs), return_exceptions=True)
+        after = scheduler.submit([translator.search(texts[0], SearchOptions())], None)
+        await after[0].future
+        await scheduler.close()
+        return others, outcomes
+    others, outcomes = run(main())
+    assert isinstance(outcomes[3], DecodeFailed) and "step exploded" in str(outcomes[3])
+    assert texts_of(translator, others, texts) == want

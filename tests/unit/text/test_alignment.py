@@ -1,0 +1,46 @@
+"""Properties of word aggregation and hard links, for any pieces and any α."""
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from attnmt.service.text.alignment import aggregate_to_words, hard_pairs, pharaoh, word_groups
+
+piece = st.sampled_from(["▁la", "▁luz", "s", "▁", ",", "▁Dios", "ción", "▁«", "»", "ó"])
+pieces = st.lists(piece, min_size=1, max_size=12).map(lambda p: p + ["</s>"])
+
+
+@st.composite
+def alignment_case(draw):
+    src, tgt = draw(pieces), draw(pieces)
+    raw = draw(st.lists(st.floats(0.01, 10), min_size=len(src) * len(tgt), max_size=len(src) * len(tgt)))
+    alpha = np.array(raw).reshape(len(tgt), len(src))
+    return src, tgt, alpha / alpha.sum(1, keepdims=True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(alignment_case())
+def test_word_aggregation_keeps_rows_distributions(case):
+    src, tgt, alpha = case
+    sg, tg = word_groups(src), word_groups(tgt)
+    assert sorted(i for g in sg for i in g) == list(range(len(src)))      # every piece in one word
+    assert all(g == sorted(g) and g == list(range(g[0], g[-1] + 1)) for g in sg)  # words are contiguous
+    assert sg[-1] == [len(src) - 1]                                          # </s> alone
+    words = aggregate_to_words(alpha, sg, tg)
+    assert words.shape == (len(tg), len(sg))
+    assert np.allclose(words.sum(1), 1)
+    assert np.all(words >= 0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(alignment_case(), st.floats(0.05, 1.0))
+def test_hard_links_are_in_range_and_thresholds_nest(case, threshold):
+    src, tgt, alpha = case
+    argmax = hard_pairs(alpha, src, tgt)
+    assert len(argmax) == len(tgt) - 1                     # one link per target token but </s>
+    for i, j in argmax:
+        assert 0 <= i < len(src) - 1 and 0 <= j < len(tgt) - 1
+    strict = set(hard_pairs(alpha, src, tgt, threshold))
+    loose = set(hard_pairs(alpha, src, tgt, threshold / 2))
+    assert strict <= loose
+    assert pharaoh(sorted(strict)).count("-") == len(strict)

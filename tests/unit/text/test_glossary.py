@@ -1,0 +1,243 @@
+"""Glossaries (service/text/glossary.py): matching, attention-guided replacement, the
+named glossaries of a server, and the whole path over gRPC, the client and the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+
+from attnmt.service.client import Client
+from attnmt.service.server.settings import BUNDLED_MODEL, ConfigError
+from attnmt.service.inference.decoding import SearchOptions
+from attnmt.service.text.glossary import Entry, Glossary, load_all, read_tsv
+from attnmt.bench.glossary import honoured
+from attnmt.service.stubs import translator_pb2 as pb
+from attnmt.service.stubs import translator_pb2_grpc as pb_grpc
+from attnmt.service.text.translator import Hypothesis, Translation
+
+from conftest import TESTS, RunningServer
+
+BIBLE_GLOSSARY = TESTS / "data" / "glossary-bible.tsv"
+BIBLE = BUNDLED_MODEL.parent.parent / "data" / "bible"
+
+
+def glossary(**terms: str) -> Glossary:
+    return Glossary([Entry(s.replace("_", " "), t) for s, t in terms.items()])
+
+
+# --- matching -------------------------------------------------------------------
+
+def test_whole_words_case_insensitive_leftmost_longest():
+    g = Glossary([Entry("Assuero", "Ahasuerus"), Entry("rey Assuero", "King Ahasuerus"),
+                  Entry("vida eterna", "eternal life")])
+    found = g.find("Y el REY ASSUERO dijo: Assueros no; la vida  eterna, y Assuero.")
+    assert [(o.text, o.start, o.end, g.entries[o.entry].target) for o in found] == [
+        ("REY ASSUERO", 2, 4, "King Ahasuerus"), ("vida eterna", 8, 10, "eternal life"),
+        ("Assuero", 11, 12, "Ahasuerus")]        # 'Assueros' is another word; whitespace is normalised
+
+
+def test_the_case_of_the_first_letter_follows_the_occurrence():
+    g = Glossary([Entry("vida eterna", "eternal life"), Entry("Noemi", "Naomi")])
+    targets = [g.target_for(o) for o in g.find("Vida eterna tiene; y noemi, y vida eterna, NOEMI")]
+    assert targets == ["Eternal life", "naomi", "eternal life", "Naomi"]
+
+
+def test_tsv_files_and_their_errors(tmp_path):
+    good = tmp_path / "g.tsv"
+    good.write_text("# comment\n\nNoemi\tNaomi\nvida eterna\teternal life\n", encoding="utf-8")
+    assert read_tsv(good) == [Entry("Noemi", "Naomi"), Entry("vida eterna", "eternal life")]
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("Noemi\tNaomi\nonly a source\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="bad.tsv:2"):
+        read_tsv(bad)
+    with pytest.raises(ConfigError, match="glossaries.names"):
+        load_all({"names": bad})
+    with pytest.raises(ConfigError, match="glossaries.gone"):
+        load_all({"gone": tmp_path / "missing.tsv"})
+
+
+def test_the_bible_glossary_is_what_the_issue_asks_for():
+    entries = read_tsv(BIBLE_GLOSSARY)
+    assert len(entries) == 20
+    assert sum(len(e.source.split()) > 1 for e in entries) >= 5
+
+
+# --- replacement through the alignment ---------------------------------------------
+
+def aligned_into_occurrence(hyp: Hypothesis) -> bool:
+    return all(honoured(hyp, m) for m in hyp.glossary)
+
+
+def test_a_term_replaces_the_aligned_words_and_is_aligned_to_its_source(translator):
+    plain = translator.translate(["kasa granda vidas peru ."])[0]
+    assert plain.best.text == "the big house sees the dog ."
+    done = glossary(peru="hound", kasa_granda="mansion").apply(plain).best
+    assert done.text == "the mansion sees the hound ."
+    assert [(m.source, m.target, m.changed) for m in done.glossary] == [("kasa granda", "mansion", True),
+                                                                        ("peru", "hound", True)]
+    assert aligned_into_occurrence(done)
+    assert np.allclose(done.alignment.sum(axis=1), 1, atol=1e-5)          # still a distribution per row
+    assert done.quality.score == plain.best.quality.score                   # quality describes the model's output
+
+
+def test_a_term_the_model_already_wrote_is_reported_unchanged(translator):
+    plain = translator.translate(["peru vidas kasa ."])[0]
+    done = glossary(peru="dog").apply(plain).best
+    assert done.text == plain.best.text
+    assert [(m.target, m.changed) for m in done.glossary] == [("dog", False)]
+
+
+def test_every_hypothesis_of_the_n_best_gets_the_terms(translator):
+    plain = translator.translate(["gato roja havas libo ."], SearchOptions(beam_size=3, n_best=3))[0]
+    done = glossary(libo="volume").apply(plain)
+    assert len(done.hypotheses) == 3
+    assert all("volume" in h.text.split() and aligned_into_occurrence(h) for h in done.hypotheses)
+
+
+def test_a_dropped_term_is_inserted_after_the_most_attending_word():
+    # Target "the dog ." for source "peru kasa ."; no target word is aligned to "kasa".
+    alpha = np.array([[0.7, 0.2, 0.05, 0.05], [0.6, 0.3, 0.05, 0.05], [0.1, 0.1, 0.7, 0.1], [0.1, 0.1, 0.1, 0.7]])
+    hyp = Hypothesis("the dog .", ["▁the", "▁dog", "▁.", "</s>"], [-0.1] * 4, -0.4, -0.1, alpha,
+                     ["▁peru", "▁kasa", "▁.", "</s>"])
+    done = glossary(kasa="house").apply(Translation("peru kasa .", hyp.source_tokens, [hyp])).best
+    assert done.text == "the dog house ."
+    assert aligned_into_occurrence(done) and done.glossary[0].changed
+    assert done.token_log_probs[2] == 0.0                                    # inserted, not generated
+
+
+def test_an_insertion_inside_a_span_another_term_replaces_goes_after_that_term():
+    # "a" was dropped (most attended by "y"); "b" is translated by "x y", which "beta gamma" replaces.
+    alpha = np.array([[0.1, 0.8, 0.05, 0.05, 0], [0.3, 0.6, 0.05, 0.05, 0], [0.05, 0.05, 0.85, 0.05, 0],
+                      [0, 0, 0, 1.0, 0], [0, 0, 0, 0, 1.0]])
+    hyp = Hypothesis("x y z .", ["▁x", "▁y", "▁z", "▁.", "</s>"], [-0.1] * 5, -0.5, -0.1, alpha,
+                     ["▁a", "▁b", "▁c", "▁.", "</s>"])
+    done = glossary(a="alpha", b="beta gamma").apply(Translation("a b c .", hyp.source_tokens, [hyp])).best
+    assert done.text == "beta gamma alpha z ."
+    assert aligned_into_occurrence(done) and [m.target for m in done.glossary] == ["alpha", "beta gamma"]
+
+
+def test_closing_punctuation_stays_where_the_model_put_it():
+    alpha = np.array([[0.9, 0.1, 0.0], [0.1, 0.8, 0.1], [0.0, 0.1, 0.9]])
+    hyp = Hypothesis("Notmi, dijo", ["▁Not", "mi", ",", "</s>"][:3], [-1.0, -1.0, -0.1], -2.1, -0.7, alpha,
+                     ["▁Noemi", ",", "</s>"])
+    done = glossary(Noemi="Naomi").apply(Translation("Noemi,", hyp.source_tokens, [hyp])).best
+    assert done.text == "Naomi,"
+
+
+# --- the bundled model and the Bible glossary ------------------------------------------
+
+@pytest.mark.skipif(not (BUNDLED_MODEL / "manifest.json").exists() or not (BIBLE / "test.es").exists(),
+                    reason="no bundled model or Bible test split")
+def test_bible_glossary_is_honoured_everywhere_and_bleu_does_not_fall():
+    import sacrebleu
+
+    from attnmt.service.inference.engine import Engine
+    from attnmt.service.text.translator import Translator
+    g = Glossary(read_tsv(BIBLE_GLOSSARY))
+    sources = (BIBLE / "test.es").read_text(encoding="utf-8").splitlines()
+    refs = (BIBLE / "test.en").read_text(encoding="utf-8").splitlines()
+    plain = Translator(Engine(BUNDLED_MODEL)).translate(sources)            # greedy: the quick check
+    done = [g.apply(t) for t in plain]
+    occurrences = sum(len(g.find(s)) for s in sources)
+    matches = [(t.best, m) for t in done for m in t.best.glossary]
+    assert occurrences >= 200 and len(matches) == occurrences
+    assert all(honoured(h, m) for h, m in matches)
+    before = sacrebleu.corpus_bleu([t.best.text for t in plain], [refs]).score
+    after = sacrebleu.corpus_bleu([t.best.text for t in done], [refs]).score
+    assert after >= before
+
+
+# --- over gRPC ----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def glossary_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("glossaries") / "pets.tsv"
+    path.write_text("# pets\nperu\thound\ngato\tkitten\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def glossary_server(tiny_model, glossary_file):
+    with RunningServer([tiny_model], {"ATTNMT_DEFAULT_BEAM_SIZE": "1", "ATTNMT_GLOSSARIES": f"pets={glossary_file}",
+                                      "ATTNMT_MAX_GLOSSARY_ENTRIES": "3"}) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def glossary_stub(glossary_server):
+    with grpc.insecure_channel(glossary_server.address) as channel:
+        yield pb_grpc.TranslatorStub(channel)
+
+
+def test_translate_with_request_and_named_glossaries(glossary_stub):
+    response = glossary_stub.Translate(pb.TranslateRequest(
+        sentences=["kasa granda vidas peru .", "Gato amas libo ."], glossary_name="pets",
+        glossary=[pb.GlossaryEntry(source="kasa granda", target="mansion")],
+        options=pb.DecodingOptions(alignment=pb.ALIGNMENT_WORDS)))
+    first, second = response.translations
+    assert first.text == "the mansion sees the hound ."
+    assert [(m.entry, m.source, m.target) for m in first.hypotheses[0].glossary_applied] == [
+        (0, "kasa granda", "mansion"), (1, "peru", "hound")]      # request entries first, then the named ones
+    hyp = first.hypotheses[0]
+    links = {(link.source, link.target) for link in hyp.alignment.links}
+    for m in hyp.glossary_applied:
+        assert list(hyp.target_words[m.target_start:m.target_end]) == m.target.split()
+        occurrence = range(m.source_start, m.source_end)
+        assert all(any((s, t) in links for s in occurrence) for t in range(m.target_start, m.target_end))
+    assert "Kitten" in second.text.split()                         # the occurrence's capital is kept
+    plain = glossary_stub.Translate(pb.TranslateRequest(sentences=["kasa granda vidas peru ."])).translations[0]
+    assert plain.text == "the big house sees the dog ." and not plain.hypotheses[0].glossary_applied
+
+
+def test_documents_get_the_glossary_in_every_sentence(glossary_stub):
+    response = glossary_stub.Translate(pb.TranslateRequest(
+        sentences=["peru vidas kasa . gato havas libo ."], split_sentences=True, glossary_name="pets"))
+    (document,) = response.translations
+    assert document.text == "the hound sees the house . the kitten has the book ."
+    assert [[m.target for m in s.translation.hypotheses[0].glossary_applied] for s in document.sentences] == [
+        ["hound"], ["kitten"]]
+
+
+@pytest.mark.parametrize("request_kwargs, message", [
+    (dict(glossary_name="nope"), "glossary_name: no glossary 'nope'"),
+    (dict(glossary=[pb.GlossaryEntry(source="peru", target="")]), "glossary[0]"),
+    (dict(glossary=[pb.GlossaryEntry(source=f"w{i}", target="x") for i in range(4)]), "max_glossary_entries"),
+])
+def test_bad_glossaries_are_invalid_argument(glossary_stub, request_kwargs, message):
+    with pytest.raises(grpc.RpcError) as info:
+        glossary_stub.Translate(pb.TranslateRequest(sentences=["peru vidas kasa ."], **request_kwargs))
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT and message in info.value.details()
+
+
+def test_stream_and_client_carry_glossaries(glossary_server):
+    with Client(glossary_server.address) as client:
+        (t,) = client.translate(["peru vidas kasa ."], glossary={"kasa": "home"}, glossary_name="pets")
+        assert t.best.text == "the hound sees the home ."
+        assert [m.target for m in t.best.glossary] == ["hound", "home"]
+        answers = dict(client.stream([("a", "peru vidas kasa ."), ("b", "gato havas libo .")],
+                                     glossary=[("libo", "tome")], glossary_name="pets"))
+    assert answers["a"].best.text == "the hound sees the house ."
+    assert answers["b"].best.text == "the kitten has the tome ."
+
+
+def test_cli_glossary_offline_and_through_a_server(glossary_server, tiny_model, glossary_file):
+    command = [sys.executable, "-m", "attnmt.service.cli", "translate", "--glossary", str(glossary_file), "--json",
+               "--beam", "1", "peru vidas kasa ."]              # greedy both ways, as the server's default here
+    offline = subprocess.run(command + ["--model", str(tiny_model)], capture_output=True, text=True, check=True)
+    served = subprocess.run(command + ["--server", glossary_server.address], capture_output=True, text=True,
+                            check=True)
+    for out in (offline.stdout, served.stdout):
+        line = json.loads(out)
+        assert line["text"] == "the hound sees the house ."
+        assert [g["target"] for g in line["glossary"]] == ["hound"]
+        assert 0 <= line["quality"]["score"] <= 1
+    named = subprocess.run([sys.executable, "-m", "attnmt.service.cli", "translate", "--server",
+                            glossary_server.address, "--glossary-name", "pets", "gato vidas kasa ."],
+                           capture_output=True, text=True, check=True)
+    assert named.stdout.strip() == "the kitten sees the house ."

@@ -1,0 +1,69 @@
+"""Placeholder protection: sentinels in, originals out, nothing lost or invented."""
+
+import numpy as np
+
+from attnmt.model.data.placeholders import MAX_SENTINELS, PATTERN, SENTINEL
+from attnmt.service.text.placeholders import Protector, detokenize
+
+SPEC = {"pattern": PATTERN, "sentinel": SENTINEL, "max": MAX_SENTINELS}
+
+
+def test_protect_numbers_placeholders_in_source_order():
+    p = Protector(SPEC).protect("no se puede abrir %s: %1$d {name}")
+    assert p.text == "no se puede abrir ⦃1⦄: ⦃2⦄ ⦃3⦄"
+    assert p.originals == ("%s", "%1$d", "{name}")
+
+
+def test_more_placeholders_than_sentinels_stay_as_they_are():
+    text = " ".join(f"%{i}$s" for i in range(1, 12))
+    p = Protector(SPEC).protect(text)
+    assert len(p.originals) == MAX_SENTINELS and p.text.endswith("%10$s %11$s")
+
+
+def restore(source, target, alpha, originals):
+    return Protector(SPEC).restore(source, target, np.array(alpha, dtype=np.float32), originals)
+
+
+def test_sentinels_the_model_kept_are_restored_in_its_order():
+    source = ["▁de", "▁", "⦃1⦄", "▁a", "▁", "⦃2⦄", "</s>"]
+    target = ["▁", "⦃2⦄", "▁from", "▁", "⦃1⦄", "</s>"]
+    alpha = np.eye(6, 7)
+    src, tgt, a, origin, _ = restore(source, target, alpha, ("%s", "%d"))
+    assert detokenize(tgt[:-1]) == "%d from %s"
+    assert src[2] == "%s" and src[5] == "%d"
+    assert origin == [0, 1, 2, 3, 4, 5] and a.shape == (6, 7)
+
+
+def test_a_dropped_sentinel_is_inserted_after_the_word_aligned_to_it():
+    source = ["▁abrir", "▁", "⦃1⦄", "</s>"]
+    target = ["▁open", "ing", "▁file", "</s>"]
+    alpha = [[0.9, 0.0, 0.1, 0.0],     # 'open' attends 'abrir'
+             [0.2, 0.1, 0.7, 0.0],     # 'ing' attends the sentinel most
+             [0.3, 0.2, 0.5, 0.0],
+             [0.0, 0.0, 0.0, 1.0]]
+    src, tgt, a, origin, _ = restore(source, target, alpha, ("%s",))
+    assert detokenize(tgt[:-1]) == "opening %s file"     # after the whole word 'opening'
+    assert origin == [0, 1, -1, 2, 3]
+    assert a[2].tolist() == [0, 0, 1, 0]
+
+
+def test_invented_and_repeated_sentinels_are_removed():
+    source = ["▁ver", "▁", "⦃1⦄", "</s>"]
+    target = ["▁see", "▁", "⦃1⦄", "▁", "⦃1⦄", "▁", "⦃7⦄", "▁now", "</s>"]
+    src, tgt, a, origin, _ = restore(source, target, np.full((9, 4), 0.25), ("$HOME",))
+    assert detokenize(tgt[:-1]) == "see $HOME now"
+    assert len(tgt) == a.shape[0] == len(origin)
+
+
+def test_placeholders_the_model_wrote_itself_are_removed():
+    protector = Protector(SPEC)
+    pieces = ["▁Stri", "de", "▁%", "s", "▁", "⦃1⦄", ":", "▁in", "▁", "⦃2⦄"]
+    assert protector.text(pieces, ("%s", "'%d'")) == "Stride %s: in '%d'"
+
+
+def test_without_protection_stray_sentinels_are_dropped():
+    assert Protector(SPEC).without_sentinels("⦃1⦄E %s is not a commit!") == "E %s is not a commit!"
+
+
+def test_a_percent_sign_before_a_sentinel_does_not_fuse_with_the_placeholder():
+    assert Protector(SPEC).text(["▁failed", "▁%", "⦃1⦄"], ("%s",)) == "failed %s"
