@@ -39,7 +39,8 @@ def _search_arguments(p: argparse.ArgumentParser) -> None:
 def default_beam_size() -> int:
     """The server's `default_beam_size` setting, read as `attnmt serve` reads it, so that
     offline and served translations agree."""
-    from attnmt.service.server.settings import ConfigError, load_settings      # pydantic-settings: only without --beam
+    from attnmt.service.errors import ConfigError
+    from attnmt.service.server.settings import load_settings      # pydantic-settings: only without --beam
     try:
         return load_settings().default_beam_size
     except (ConfigError, OSError) as e:

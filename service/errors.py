@@ -6,6 +6,11 @@ class AttnmtError(Exception):
     """Base class."""
 
 
+class ConfigError(Exception):
+    """Invalid configuration (settings, glossary files, model directories at start-up); the
+    message names the field. Not an AttnmtError: no request ever ends with it."""
+
+
 class ModelLoadError(AttnmtError):
     """A model directory is missing a file, corrupt, or of another schema."""
 

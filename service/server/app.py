@@ -17,7 +17,8 @@ from prometheus_client import start_http_server
 
 from attnmt.service.server.admission import RetryHint
 from attnmt.service.server.cache import TranslationCache
-from attnmt.service.server.settings import ConfigError, Settings, load_settings
+from attnmt.service.errors import ConfigError
+from attnmt.service.server.settings import Settings, load_settings
 from attnmt.service.inference.decoding import SearchOptions
 from attnmt.service.inference.engine import Engine, EngineOptions
 from attnmt.service.server import logs

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, InitSettingsSource, NoDecode, SettingsConfigDict
 from typing_extensions import Annotated
+from attnmt.service.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUNDLED_MODEL = REPO_ROOT / "models" / "rnnsearch-es-en"
@@ -186,10 +187,6 @@ class Settings(BaseSettings):
         if self.max_queue_delay_ms is not None:
             return self.max_queue_delay_ms / 1000
         return 0.0 if self.batching == "continuous" else 0.002
-
-
-class ConfigError(Exception):
-    """Invalid configuration; the message names the field."""
 
 
 def read_config_file(path: Path) -> dict:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import grpc
 
-from attnmt.service.server.settings import ConfigError
+from attnmt.service.errors import ConfigError
 from attnmt.service.server.rpc_record import RpcRecord
 
 # Server-side failures by OpenTelemetry's gRPC conventions; the other codes leave the

@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from attnmt.service.text.alignment import EOS_TOKEN, word_groups
-from attnmt.service.server.settings import ConfigError
+from attnmt.service.errors import ConfigError
 from attnmt.service.errors import InvalidInput
 from attnmt.service.text.placeholders import detokenize
 from attnmt.service.modeldir.tokenizer import WORD_BOUNDARY

@@ -4,7 +4,8 @@ import sys
 import grpc
 import pytest
 
-from attnmt.service.server.settings import ConfigError, Settings, load_settings
+from attnmt.service.errors import ConfigError
+from attnmt.service.server.settings import Settings, load_settings
 from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.stubs import translator_pb2_grpc as pb_grpc
 

@@ -13,7 +13,8 @@ import grpc
 import pytest
 
 from attnmt.service.server import tracing
-from attnmt.service.server.settings import ConfigError, Settings
+from attnmt.service.errors import ConfigError
+from attnmt.service.server.settings import Settings
 from attnmt.service.server.logs import JsonFormatter
 from attnmt.service.server.app import Server
 from attnmt.service.stubs import translator_pb2 as pb

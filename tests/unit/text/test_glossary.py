@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from attnmt.service.client import Client
-from attnmt.service.server.settings import BUNDLED_MODEL, ConfigError
+from attnmt.service.errors import ConfigError
+from attnmt.service.server.settings import BUNDLED_MODEL
 from attnmt.service.inference.decoding import SearchOptions
 from attnmt.service.text.glossary import Entry, Glossary, load_all, read_tsv
 from attnmt.bench.glossary import honoured
