@@ -19,7 +19,7 @@ shuffle, so lengths are mixed and both modes see the same order.
 
 Per point: sentences/s answered, target tokens/s, p50/p90/p99 of answered calls,
 the server's mean rows per decoder step (from its metrics), refusals
-(RESOURCE_EXHAUSTED) and other errors. The target of issue 9: at 70 % of
+(RESOURCE_EXHAUSTED) and other errors. The target: at 70 % of
 request-level capacity, iteration-level p99 is at most 0.6x request-level's.
 `continuous_settings` are server settings for the continuous mode only (a step
 budget, say), compared against request-level batching at its own settings.

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import sacrebleu
 
-from attnmt.service.inference.decoding import SearchOptions
+from attnmt.service.inference.search import SearchOptions
 from attnmt.service.inference.engine import Engine, EngineOptions
 from attnmt.service.plotting import plot_alignment
 from attnmt.service.text.translator import Translator

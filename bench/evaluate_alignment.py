@@ -22,7 +22,7 @@ pieces, `</s>` dropped):
 
 A word's rows are the mean of its pieces' rows (as the server aggregates).
 Each reading gives its target-side and source-side argmax, their intersection,
-union and grow-diag(-final)(-and) (attnmt.bench.aer), and a threshold
+union and grow-diag(-final)(-and) (attnmt.service.modeldir.links), and a threshold
 tuned on dev. The served rows call the server's own functions (`hard_alignment`):
 argmax per target word (the default), α >= threshold, and argmax per target
 piece mapped to words (`level="pieces"`).
@@ -33,53 +33,22 @@ from __future__ import annotations
 import json
 import time
 import unicodedata
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from attnmt.service.text.alignment import EOS_TOKEN, word_groups
-from attnmt.bench.aer import (RULES, Links, aer_ratio, diagonal, pair_counts, parse_pharaoh,
-                                           read_links, rules_from_alpha, score_with_intervals, scores,
-                                           threshold_links)
 from attnmt.service.inference.engine import Engine
-from attnmt.bench.loadtest import describe, machine
+from attnmt.service.modeldir.links import (RULES, GoldPair, Links, diagonal, read_gold, read_links,
+                                          rules_from_alpha, threshold_links)
+from attnmt.service.text.alignment import EOS_TOKEN, word_groups
 from attnmt.service.text.translator import Hypothesis, Translator
+from attnmt.bench.aer import aer_ratio, pair_counts, score_with_intervals, scores
+from attnmt.bench.loadtest import describe, machine
 
 GOLD = Path(__file__).resolve().parent.parent / "tests" / "data" / "gold-alignments"
-GOLD_HEADER = ["id", "domain", "source", "target", "links"]
 READINGS = {"attention": 0, "shift-1": -1, "shift-att": 1, "shift+2": 2}   # reading: steps after piece k's own
 SERVED_DEFAULT = "served: argmax per target word (default)"
 THRESHOLDS = tuple(round(t, 2) for t in np.arange(0.05, 1.0, 0.05))
-
-
-@dataclass
-class GoldPair:
-    id: str
-    domain: str
-    source: str
-    target: str
-    sure: Links
-    possible: Links
-    annotated: bool                 # an empty links field is a pair not yet aligned by hand: not scored
-
-
-def read_gold(path: Path) -> list[GoldPair]:
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
-    if lines[0].split("\t") != GOLD_HEADER:
-        raise ValueError(f"{path}: the header must be {' '.join(GOLD_HEADER)} (tab-separated)")
-    pairs = []
-    for n, line in enumerate(lines[1:], 2):
-        fields = line.split("\t")
-        if len(fields) != 5:
-            raise ValueError(f"{path}:{n}: expected 5 tab-separated fields, got {len(fields)}")
-        sure, possible = parse_pharaoh(fields[4])
-        pair = GoldPair(fields[0], fields[1], fields[2], fields[3], sure, possible, bool(fields[4].strip()))
-        src, tgt = len(pair.source.split()), len(pair.target.split())
-        if any(not (0 <= i < src and 0 <= j < tgt) for i, j in possible):
-            raise ValueError(f"{path}:{n} ({pair.id}): a link is outside {src} source x {tgt} target words")
-        pairs.append(pair)
-    return pairs
 
 
 def word_map(server_words: list[str], text: str) -> list[int]:
@@ -263,7 +232,8 @@ def format_report(report: dict) -> str:
     for name, ext in report["external"].items():
         card = ext.get("card") or {}
         if card:
-            where = describe(card["machine"]) if "machine" in card else "?"
+            # an aligner's card names no onnxruntime (`attnmt data links`: eflomal does not use it)
+            where = describe({"onnxruntime": "not used", **card["machine"]}) if "machine" in card else "?"
             out.append(f"{name}: {card.get('aligner', '?')} ({ext['path']}), {card.get('pairs', '?')} pairs aligned "
                        f"in {card.get('seconds', '?')} s on {where}; settings {card.get('settings', {})}.")
     if report["thresholds"]["chosen"]:

@@ -19,7 +19,7 @@ import sacrebleu
 import torch
 import yaml
 
-from attnmt.service.inference.decoding import SearchOptions
+from attnmt.service.inference.search import SearchOptions
 from attnmt.service.inference.engine import Engine
 from attnmt.service.plotting import plot_alignment
 from attnmt.service.text.placeholders import Protector

@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 
 from attnmt.service.modeldir.corpus import read_split
-from attnmt.service.inference.decoding import SearchOptions
+from attnmt.service.inference.search import SearchOptions
 from attnmt.service.inference.engine import Engine
 from attnmt.service.text.glossary import Glossary, Match, load
 from attnmt.service.text.translator import Hypothesis, Translator, normalise

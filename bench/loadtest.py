@@ -1,5 +1,5 @@
 """Serving benchmarks, and what every `attnmt bench` report shares
-(`attnmt bench server`, the batching modes under load, is in bench_server.py).
+(`attnmt bench server`, the batching modes under load, is in bench/batching.py).
 
 `attnmt bench serving`: the server against the offline engine in one run.
 `attnmt serve` with its default settings; 64 closed-loop clients, one verse
@@ -30,7 +30,7 @@ from pathlib import Path
 import grpc
 import numpy as np
 
-from attnmt.service.inference.decoding import SearchOptions
+from attnmt.service.inference.search import SearchOptions
 from attnmt.service.inference.engine import Engine, EngineOptions
 from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.stubs import translator_pb2_grpc as pb_grpc
@@ -45,8 +45,7 @@ class TimedEngine:
     """An Engine whose `encode` and `step` calls are timed (`bench offline`, `bench order`);
     everything else passes through.
     The time inside them is ONNX Runtime plus building its feeds (a dict, a few small arrays,
-    and for beam rows their memory copies, `row_memory`, which the step graph gathered itself
-    before; also reported on their own)."""
+    and for beam rows their memory copies, `row_memory`, also reported on their own)."""
 
     def __init__(self, engine: Engine):
         self._engine = engine

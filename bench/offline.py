@@ -33,7 +33,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from attnmt.service.inference.decoding import Search, SearchOptions, decode_all
+from attnmt.service.inference.offline import decode_all
+
+from attnmt.service.inference.search import Search, SearchOptions
 from attnmt.service.inference.engine import Engine, EngineOptions
 from attnmt.bench.loadtest import TimedEngine, describe, format_targets, machine, spread, target
 from attnmt.service.modeldir.manifest import load_manifest

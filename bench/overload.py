@@ -1,10 +1,10 @@
-"""`attnmt bench overload`: far more callers than the server can queue (issue 7).
+"""`attnmt bench overload`: far more callers than the server can queue.
 
 A real `attnmt serve` with default settings except `max_queue` (64) on loopback;
 closed-loop grpc.aio callers in this process, one test sentence per call (beam 1,
 word alignments, as `bench serving`), spread over `channels` connections, or with
 `one_channel` all on one channel, as a client that multiplexes its calls is written
-(issue 23: a per-connection stream limit turned most of such a client's calls into
+(a per-connection stream limit would turn most of such a client's calls into
 UNAVAILABLE). Three runs of `duration` seconds each:
 
 - baseline: 64 callers, which never overflow the queue: the goodput to keep;
@@ -19,8 +19,8 @@ first second, when all callers arrive together), the server's CPU time
 baseline's CPU per answer times the answers, so it is what refusing cost on top of
 translating. Also per run, the unexpected outcomes: any status but OK and
 RESOURCE_EXHAUSTED with RetryInfo, counted by code with the first message of each.
-Targets: goodput >= 0.7 x baseline in both overload runs, refusal p99 < 50 ms
-(issue 7); no unexpected outcome in any run (issue 23).
+Targets: goodput >= 0.7 x baseline in both overload runs, refusal p99 < 50 ms;
+no unexpected outcome in any run.
 """
 
 from __future__ import annotations

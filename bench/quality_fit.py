@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from attnmt.service.modeldir.corpus import read_split
-from attnmt.service.inference.decoding import SearchOptions
+from attnmt.service.inference.search import SearchOptions
 from attnmt.service.inference.engine import Engine
 from attnmt.service.modeldir.manifest import MANIFEST, write_manifest
 from attnmt.service.text.quality import DEFAULT_COVERAGE_THRESHOLD, FEATURES, QualityModel

@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 
 from attnmt.model.tokenizer import Tokenizer
+from attnmt.service.modeldir.links import Links, read_links
 
 WORD_BOUNDARY = "\u2581"
 
@@ -38,12 +39,6 @@ class GuidedAlignmentConfig:
     head: int = 0           # the supervised head (CTranslate2 returns head 0 of the alignment layer by default)
 
 
-def read_pharaoh(path: Path) -> list[list[tuple[int, int]]]:
-    """One list of (source word, target word) per line."""
-    with open(path, encoding="utf-8") as f:
-        return [[(int(i), int(j)) for i, j in (link.split("-") for link in line.split())] for line in f]
-
-
 def word_starts(tok: Tokenizer) -> np.ndarray:
     """For each vocabulary id, whether its piece opens a word."""
     return np.array([tok.sp.id_to_piece(i).startswith(WORD_BOUNDARY) for i in range(len(tok))])
@@ -54,11 +49,11 @@ def piece_words(ids: list[int], starts: np.ndarray) -> np.ndarray:
     return np.maximum(np.cumsum(starts[np.asarray(ids, dtype=np.int64)]) - 1, 0) if ids else np.zeros(0, np.int64)
 
 
-def piece_links(word_links: list[tuple[int, int]], src_words: np.ndarray, tgt_words: np.ndarray) -> np.ndarray:
+def piece_links(word_links: Links, src_words: np.ndarray, tgt_words: np.ndarray) -> np.ndarray:
     """Word links -> piece links, (n, 2) int32 of (source piece, target piece), with </s>-</s>
     (positions len(src_words) and len(tgt_words)) added."""
     linked = np.zeros((int(src_words.max(initial=-1)) + 2, int(tgt_words.max(initial=-1)) + 2), dtype=bool)
-    i, j = np.array(word_links, dtype=np.int64).reshape(-1, 2).T
+    i, j = np.array(sorted(word_links), dtype=np.int64).reshape(-1, 2).T
     linked[i, j] = True                                                    # source words x target words
     src = np.append(src_words, linked.shape[0] - 1)                        # </s> is one more word on each side
     tgt = np.append(tgt_words, linked.shape[1] - 1)
@@ -75,7 +70,7 @@ def corpus_piece_links(path: Path, raw: list[tuple[str, str]], used: list[tuple[
     with its ids. A pair is left out when its words and pieces disagree in number (a placeholder
     with a space became one sentinel; a character SentencePiece normalises to a space), or a
     link points past the sentence (links written for another corpus)."""
-    word_links = read_pharaoh(path)
+    word_links = read_links(path)
     if len(word_links) != len(raw):
         raise ValueError(f"{path} has {len(word_links)} lines, the training split {len(raw)} pairs")
     starts = word_starts(tok)

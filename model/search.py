@@ -1,7 +1,7 @@
 """Decoding in PyTorch, for either architecture: greedy search for dev BLEU during
 training and as the eager baseline of `attnmt bench engine` and the export's parity
 check; greedy and beam search with α for `attnmt evaluate --run` (a run's checkpoint,
-before any export). Users run the serving engine's search (`service/inference/decoding.py`);
+before any export). Users run the serving engine's search (`service/inference/batch.py`);
 `beam_search` follows its semantics (Marian's beam, length-normalised scores,
 <pad> and <s> never chosen) so the two can be compared.
 
@@ -21,6 +21,7 @@ from attnmt.model.batching import inference_batches, make_batch
 from attnmt.model.architectures.rnnsearch import RNNsearch
 from attnmt.model.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from attnmt.model.architectures.transformer import Transformer
+from attnmt.service.modeldir.vocabulary import never_generated
 
 MAX_TARGET_TOKENS = 512     # the server's cap on a translation (service/server/settings.py max_target_tokens)
 
@@ -109,7 +110,7 @@ def translate_ids(model: RNNsearch | Transformer, sources: list[list[int]], batc
 
 
 @dataclass
-class Hypothesis:
+class FinishedHypothesis:
     tokens: list[int]             # target ids, ending with </s> unless the length limit cut it
     token_log_probs: list[float]
     alignment: np.ndarray         # α: len(tokens) x source length (with </s>)
@@ -120,7 +121,7 @@ class Hypothesis:
 @torch.no_grad()
 def beam_search(model: RNNsearch | Transformer, src: Tensor, lengths: Tensor, beam_size: int = 5,
                 length_penalty: float = 1.0, max_ratio: float = 1.5, max_extra: int = 10,
-                n_best: int = 1) -> list[list[Hypothesis]]:
+                n_best: int = 1) -> list[list[FinishedHypothesis]]:
     """Batched beam search (beam_size 1: greedy). Each sentence keeps K = beam_size rows;
     of a step's candidates it keeps its `open` best (K less its finished hypotheses), and a
     kept candidate that ends in </s> (or reaches the length limit) finishes and narrows the
@@ -131,7 +132,7 @@ def beam_search(model: RNNsearch | Transformer, src: Tensor, lengths: Tensor, be
     steps.select(torch.arange(B).repeat_interleave(K))                      # rows: B*K, sentence-major
     limit = length_limits(lengths, max_ratio, max_extra).clamp(1, MAX_TARGET_TOKENS).tolist()
     src_len = lengths.tolist()
-    finished: list[list[Hypothesis]] = [[] for _ in range(B)]
+    finished: list[list[FinishedHypothesis]] = [[] for _ in range(B)]
     alive = list(range(B))                                                  # sentences still in the batch
     scores = torch.full((B, K), float("-inf"))
     scores[:, 0] = 0.0                                                      # one live row per sentence at first
@@ -144,7 +145,7 @@ def beam_search(model: RNNsearch | Transformer, src: Tensor, lengths: Tensor, be
     while alive:
         log_probs, alpha = steps.step(prev)                                 # R x V, R x S
         # Renormalised without <pad> and <s>, as the step graph's vocabulary bias does.
-        log_probs[:, [PAD_ID, BOS_ID]] = float("-inf")
+        log_probs[:, never_generated()] = float("-inf")
         log_probs = log_probs - log_probs.logsumexp(-1, keepdim=True)
         n, V = len(alive), log_probs.size(1)
         candidates = (scores.unsqueeze(1) + log_probs).view(n, K * V)       # n x K*V
@@ -168,7 +169,7 @@ def beam_search(model: RNNsearch | Transformer, src: Tensor, lengths: Tensor, be
                     hyp_lps = history_lp[p].tolist() + [token_lp[i, c].item()]
                     hyp_alpha = torch.cat([history_alpha[p], alpha[p].unsqueeze(0)])[:, :src_len[sentence]]
                     norm = len(hyp_tokens) ** length_penalty if length_penalty else 1.0
-                    finished[sentence].append(Hypothesis(hyp_tokens, hyp_lps, hyp_alpha.numpy(), score, score / norm))
+                    finished[sentence].append(FinishedHypothesis(hyp_tokens, hyp_lps, hyp_alpha.numpy(), score, score / norm))
                 else:
                     continuing.append((p, tok, score))
             if continuing and len(finished[sentence]) < K:

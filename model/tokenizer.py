@@ -14,8 +14,10 @@ from typing import Iterable
 import sentencepiece as spm
 
 from attnmt.service.modeldir.tokenizer import Tokenizer as ServingTokenizer
+from attnmt.service.modeldir.manifest import SpecialIds
 
-PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+_IDS = SpecialIds()         # the special ids of the model-directory contract
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = _IDS.pad, _IDS.unk, _IDS.bos, _IDS.eos
 MODEL_FILE = "spm.model"
 
 

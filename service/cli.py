@@ -15,8 +15,8 @@ import sys
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from attnmt.service.text.alignment import pharaoh
-from attnmt.service.inference.decoding import SearchOptions
+from attnmt.service.modeldir.links import format_pharaoh as pharaoh
+from attnmt.service.inference.search import SearchOptions
 from attnmt.service.errors import ModelLoadError
 
 ALIGNMENTS = ("none", "soft", "words", "hard")

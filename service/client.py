@@ -20,7 +20,7 @@ import numpy as np
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-from attnmt.service.inference.decoding import SearchOptions
+from attnmt.service.inference.search import SearchOptions
 from attnmt.service.text.glossary import Match as GlossaryMatch
 from attnmt.service.text.quality import FEATURES as QUALITY_FEATURES
 from attnmt.service.text.quality import Quality, WordQuality

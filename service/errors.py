@@ -1,5 +1,5 @@
 """Domain exceptions. The gRPC layer maps them to status codes in one place
-(`service/server/servicer.py`, `STATUS_OF`); nothing below the servicer knows gRPC."""
+(`service/server/status.py`, `STATUS_OF`); nothing below the server knows gRPC."""
 
 
 class AttnmtError(Exception):

@@ -283,3 +283,27 @@ def stub(server):
     channel = grpc.insecure_channel(server.address)
     yield translator_pb2_grpc.TranslatorStub(channel)
     channel.close()
+
+
+# --- calling a running server ---------------------------------------------------
+
+# Sentences of the toy language (synthetic_pair) that the tiny model translates.
+SHORT = "peru vidas kasa ."
+LONG = "kasa granda amas libo nova . gato roja havas arbo blanka . sola vidas luna . peru amas mesa roja ."
+LONG_SENTENCE = " ".join(["kasa granda amas libo nova . gato roja havas arbo blanka ."] * 5)
+LONG_TARGET = " ".join(["the big house sees the dog ."] * 45)     # forced decoding: ~950 steps
+
+
+def error_of(call):
+    """The grpc.RpcError that `call()` raises; the test fails if it returns."""
+    import grpc
+    with pytest.raises(grpc.RpcError) as info:
+        call()
+    return info.value
+
+
+def slow_align(stub, **kwargs):
+    """Align LONG to LONG_TARGET (forced decoding, ~950 steps), started and not awaited:
+    it keeps a decoding row busy for a while."""
+    from attnmt.service.stubs import translator_pb2 as pb
+    return stub.Align.future(pb.AlignRequest(source=LONG, target=LONG_TARGET), **kwargs)

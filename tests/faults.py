@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 from attnmt.service.cli import main
-from attnmt.service.inference.decoding import DecodeBatch
+from attnmt.service.inference.batch import DecodeBatch
 from attnmt.service.modeldir.manifest import load_manifest
 from attnmt.service.modeldir.tokenizer import Tokenizer
 from attnmt.service.server.worker import DecodeWorker

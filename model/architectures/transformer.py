@@ -31,7 +31,7 @@ tiny students: 6/2 layers, d 256); d 256 decodes three times as fast as d 512
 The decoder has an incremental step (`Transformer.step_logits`): a key/value cache
 per self-attention layer that grows by one position a step, and the cross-attention
 keys/values computed once; it equals the full teacher-forced forward to float
-rounding (tests/test_transformer.py), which is what the export's step graph needs.
+rounding (tests/unit/model/test_transformer.py), which is what the export's step graph needs.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Short everyday phrase pairs from the Unicode CLDR, as PyPI `babel` ships it.
 
-The bundled model turns "el próximo lunes" into "the wnexes lunes": it has never
-seen a weekday. CLDR's locale data is a small, real, professionally reviewed
+The other corpora hold almost no weekdays, months or dates, so the model garbles
+them. CLDR's locale data is a small, real, professionally reviewed
 parallel lexicon of exactly such words: weekday and month names, countries,
 languages, currencies, unit names ("{0} kilómetros" / "{0} kilometers") and
 relative times ("dentro de {0} días" / "in {0} days"), and full dates as each

@@ -1,7 +1,7 @@
 """Everyday word pairs from Apertium's Spanish–English bilingual dictionary.
 
-The model garbles everyday words it has never seen ("estación de tren" → "trency"):
-the training mix has "autobús" in 28 sentences. Apertium's bilingual dictionary
+The model garbles everyday words it has rarely or never seen: the training mix holds
+little everyday vocabulary. Apertium's bilingual dictionary
 (Debian `apertium-eng-spa`) lists that vocabulary. `attnmt data dictionary OUT`
 turns its entries into short phrase pairs: nouns with the definite article in the
 singular and the plural ("la estación" / "the station", "los autobuses" / "the

@@ -15,7 +15,7 @@ as it is, so the aligner has exactly one token per word. It is trained once on t
 pairs of every data directory given plus the gold pairs, appended as unlabelled
 text (standard practice for unsupervised aligners: their hand links are never
 seen), in both directions, symmetrised grow-diag-final-and
-(attnmt.bench.aer, the same code the evaluation scores).
+(attnmt.service.modeldir.links, the same code the evaluation scores).
 
 Writes, for each DATA_DIR, `train.links` (one Pharaoh line per line of its train
 split) and `train.links.json` (the card: aligner, version, settings, the
@@ -25,16 +25,18 @@ gold pair) and `links.json` in GOLD_OUT.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
+import os
+import platform
 import tempfile
 import time
 import unicodedata
 from importlib import metadata
 from pathlib import Path
 
-from attnmt.bench.aer import Links, format_pharaoh, grow_diag, read_links
-from attnmt.bench.loadtest import machine
+from attnmt.service.modeldir.links import Links, format_pharaoh, grow_diag, read_gold, read_links
 
 from attnmt.model.data.corpus import corpus_files, read_parallel
 from attnmt.model.data.placeholders import PLACEHOLDER
@@ -85,6 +87,18 @@ def align_pairs(pairs: list[tuple[str, str]], settings: dict = SETTINGS) -> list
     return [grow_diag(f, b, "final-and") for f, b in zip(forward, backward)]
 
 
+def machine() -> dict:
+    """Where the aligner ran, for the card: its seconds depend on the CPU and on how busy it was."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return {"date": dt.date.today().isoformat(), "arch": platform.machine(), "cpu": cpu, "cores": os.cpu_count(),
+            "load_average": round(os.getloadavg()[0], 2)}
+
+
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -97,7 +111,6 @@ def write_links(data_dirs: list[Path], gold_dir: Path | None = None, gold_out: P
         corpora[Path(data_dir)] = (files, list(read_parallel(*files)))
     gold = {}
     if gold_dir is not None:
-        from attnmt.bench.evaluate_alignment import read_gold
         gold = {path.stem: [(p.source, p.target) for p in read_gold(path)]
                 for path in sorted(Path(gold_dir).glob("*.tsv"))}
 

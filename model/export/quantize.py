@@ -40,7 +40,8 @@ import sacrebleu
 from attnmt.service.modeldir.manifest import ENCODER_OUTPUTS, file_entries, load_manifest, write_manifest
 
 from attnmt.model.batching import make_batch
-from attnmt.model.export.rnnsearch import PARITY_TOPK, full_precision, no_specials_bias, onnx_greedy, onnx_sessions, onnx_step, share_weights
+from attnmt.model.export.rnnsearch import PARITY_TOPK, full_precision, onnx_greedy, onnx_sessions, onnx_step, share_weights
+from attnmt.service.modeldir.vocabulary import no_specials_bias
 from attnmt.model.tokenizer import BOS_ID, EOS_ID, Tokenizer
 
 ZERO_POINT = 128            # uint8: the symmetric int8 range shifted into MatMulInteger's uint8 input
@@ -161,7 +162,7 @@ def integer_matmuls(model) -> int:
     MatMulInteger(xq, wq, 128, w_zero_point), (Cast * w_scale) * x_scale. quantize_dynamic
     leaves it float: the shortlist graphs' output layer, whose weight is the int8 table
     gathered by `candidates`. The engine runs a sentence through the shortlist graph or
-    the full one depending on its batch-mates (service/inference/decoding.py), so the two output
+    the full one depending on its batch-mates (service/inference/vocab_bias.py), so the two output
     layers must compute the same logits. Returns how many were replaced."""
     from onnx import TensorProto, helper
 
@@ -269,7 +270,7 @@ def write_int8(fp32_dir: Path, out_dir: Path) -> dict:
     for graph in graphs:
         model = onnx.load(str(fp32_dir / graph))          # with its external weights
         # The TorchScript exporter's intermediate shape annotations can be wrong (a
-        # concatenation recorded 8512 wide instead of 768); the quantizer would trust
+        # concatenation recorded wider than it is); the quantizer would trust
         # them and build MatMulIntegers ONNX Runtime rejects. Let it infer afresh.
         del model.graph.value_info[:]
         full_precision(model.graph)                       # weights stored as float16 behind Casts
@@ -282,10 +283,9 @@ def write_int8(fp32_dir: Path, out_dir: Path) -> dict:
         overrides = {name: [{"quant_type": QuantType.QInt8, "reduce_range": True}] for name in weights}
         plain = out_dir / f"{graph}.float"
         onnx.save(model, str(plain))
-        # Weights in 7 bits (reduce_range): on a CPU without VNNI (AVX2 only, as the AMD EPYC
-        # some of our machines have) ONNX Runtime's u8 x s8 kernel adds pairs of products in
-        # saturating int16, and full-range weights overflowed it (garbled greedy output on
-        # the test model); 7 bits keep every sum exact, so every CPU computes the same.
+        # Weights in 7 bits (reduce_range): on a CPU without VNNI (AVX2 only) ONNX Runtime's
+        # u8 x s8 kernel adds pairs of products in saturating int16, which full-range weights
+        # can overflow; 7 bits keep every sum exact, so every CPU computes the same.
         quantize_dynamic(str(plain), str(out_dir / graph), weight_type=QuantType.QInt8, nodes_to_exclude=biases,
                          reduce_range=True, extra_options={"TensorQuantOverrides": overrides})
         plain.unlink()

@@ -38,6 +38,7 @@ from torch import Tensor, nn
 from attnmt.service.modeldir.manifest import (DECODER_INPUTS, DECODER_OUTPUTS, ENCODER_INPUTS, ENCODER_OUTPUTS, GRAPHS,
                                      MANIFEST, SCHEMA_VERSION, SHARED_DECODER_INPUTS, SHORTLIST_GRAPHS,
                                      file_entries, load_manifest, write_manifest)
+from attnmt.service.modeldir.vocabulary import no_specials_bias
 
 from attnmt.model.data import placeholders
 
@@ -242,13 +243,6 @@ def onnx_sessions(model_dir: Path) -> dict:
             raise RuntimeError(f"{file}: inputs {inputs}, the contract says {expected[name]}")
         sessions[name] = session
     return sessions
-
-
-def no_specials_bias(vocab_size: int) -> np.ndarray:
-    """vocab_bias (1 x V) ruling out <pad> and <s>, which no translation contains."""
-    bias = np.zeros((1, vocab_size), dtype=np.float32)
-    bias[0, [PAD_ID, BOS_ID]] = -np.inf
-    return bias
 
 
 def onnx_step(session, prev: np.ndarray, state: np.ndarray, memory: tuple, bias: np.ndarray, k: int,

@@ -14,7 +14,7 @@ function words every sentence contains (those are in the frequent set anyway).
 The service (service/inference/shortlist.py) reads `shortlist.npz` and gives each
 sentence its own candidate set; every row is masked to its own sentence's set,
 over the union of a small batch's sets or over the full vocabulary in a large
-batch (service/inference/decoding.py), so a translation never depends on its batch-mates
+batch (service/inference/vocab_bias.py), so a translation never depends on its batch-mates
 (the per-batch shortlist bug of mozilla/translations #977).
 
 The two step graphs written here are the contract's `decoder_step_shortlist`
@@ -147,9 +147,10 @@ def from_corpus(tokenizer: Path, data_dir: Path, src_lang: str, tgt_lang: str, f
                 per_source: int = PER_SOURCE) -> tuple[np.ndarray, np.ndarray]:
     """Build the shortlist from a data directory's training split."""
     from attnmt.model.data.corpus import corpus_files, read_parallel
-    from attnmt.model.tokenizer import BOS_ID, PAD_ID, Tokenizer
+    from attnmt.model.tokenizer import Tokenizer
+    from attnmt.service.modeldir.vocabulary import never_generated
 
     tok = Tokenizer(tokenizer)
     pairs = list(read_parallel(*corpus_files(data_dir, "train", src_lang, tgt_lang)))
     return build([tok.encode(s) for s, _ in pairs], [tok.encode(t) for _, t in pairs], len(tok),
-                 exclude=[PAD_ID, BOS_ID], frequent=frequent, per_source=per_source)
+                 exclude=never_generated(), frequent=frequent, per_source=per_source)

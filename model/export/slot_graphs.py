@@ -18,7 +18,7 @@ ONNX Runtime has no in-place update, so each gather writes a new buffer; on a GP
 costs microseconds, and it runs only on the steps where rows join, leave or move.
 
 They are generated here (the `onnx` package is a training dependency, not a serving one)
-and shipped with the service as package data; tests/test_device.py checks that the
+and shipped with the service as package data; tests/unit/inference/test_device.py checks that the
 committed files are what this module generates. Regenerate with
 `python -m attnmt.model.export.slot_graphs service/inference/graphs`.
 """

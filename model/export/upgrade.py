@@ -1,7 +1,7 @@
 """`attnmt upgrade-model`: a schema_version 1 model directory (a step graph
 returning log_probs[R,V]) re-exported as schema_version 2 from what it already
 holds, its float16 `checkpoint.pt` and `spm.model`. The export is the ordinary
-one (`export.py`), parity check included; what the old manifest knew about the
+one (`model/export/rnnsearch.py`), parity check included; what the old manifest knew about the
 model (name, version, languages, training card, test scores, quantization)
 carries over, and files beside it (eval/) are kept.
 """

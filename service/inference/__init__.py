@@ -1,1 +1,2 @@
-"""ONNX Runtime and numpy: the engine's sessions and graphs, slot storage, the decode batch, beam selection."""
+"""ONNX Runtime and numpy: the engine and its sessions, the decode batch and its searches,
+beam search, slot storage, the shortlist and the vocabulary bias."""

@@ -1,4 +1,4 @@
-"""A decode batch's slot buffers on the execution device (issue 10 §3): the attention
+"""A decode batch's slot buffers on the execution device: the attention
 memory and the step state stay where the step graph runs, across steps and across
 sentences joining and leaving. Per step, only the previous and forced tokens, k and the
 rows' memory index go to the device, and the chosen ids, their scores and α come back.
@@ -14,7 +14,7 @@ The encoder's outputs stay on the device too; the memory graph cuts or pads them
 the memory's length as they join.
 
 The same code runs on the CPU provider (with OrtValues in host memory), which is how
-the tests check it against the host path; no GPU has run it yet.
+the tests check it against the host path.
 """
 
 from __future__ import annotations
@@ -101,14 +101,16 @@ class DeviceSlots:
         feeds = {"index": index, "length": np.array(length, np.int64)}
         for name, a, b in zip(MEMORY_OUTPUTS, old, new):
             feeds[f"old_{name}"], feeds[f"new_{name}"] = a, b
-        return tuple(self.engine.run_on_device(self.engine.slot_graph("memory_gather.onnx"), feeds, MEMORY_OUTPUTS))
+        graph = self.engine.sessions.slot_graph("memory_gather.onnx")
+        return tuple(self.engine.run_on_device(graph, feeds, MEMORY_OUTPUTS))
 
     def _gather_rows(self, old: ort.OrtValue, new: ort.OrtValue, index: np.ndarray) -> ort.OrtValue:
         rank = len(old.shape())
         feeds = {"old": old, "new": new, "index": index}
         if rank >= 3:       # caches of different ages: aligned on the right, as long as the longer
             feeds["length"] = np.array(max(old.shape()[1], new.shape()[1]), np.int64)
-        (rows,) = self.engine.run_on_device(self.engine.slot_graph(f"rows_gather_{rank}.onnx"), feeds, ("rows",))
+        graph = self.engine.sessions.slot_graph(f"rows_gather_{rank}.onnx")
+        (rows,) = self.engine.run_on_device(graph, feeds, ("rows",))
         return rows
 
     def _empty_like(self, value: ort.OrtValue) -> ort.OrtValue:

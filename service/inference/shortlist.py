@@ -1,10 +1,9 @@
 """The lexical shortlist at serving time: each sentence's candidate target
-pieces, and the step inputs that confine every row to its own sentence's set.
+pieces, read from the model directory's `shortlist.npz`.
 
-`model/export/shortlist.py` builds `shortlist.npz` (why and how is explained there).
-A batch computes the output layer over the union of its sentences' candidates;
-each row gets -inf on the candidates that are not its own sentence's, so its
-softmax runs over exactly its own set, whoever its batch-mates are.
+`model/export/shortlist.py` builds the file (why and how is explained there);
+`vocab_bias.py` turns a batch's candidate sets into the step graph's inputs, which
+confine every row to its own sentence's set whoever its batch-mates are.
 """
 
 from __future__ import annotations
@@ -36,12 +35,3 @@ class Shortlist:
         found = np.union1d(self.base, np.concatenate([lexical[lexical >= 0], src]))
         return np.setdiff1d(found, self.never, assume_unique=True)
 
-
-def union_bias(sets: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """(candidates[C], bias[len(sets), C]): the union of the sets, and per set 0 on its own
-    candidates and -inf on the others."""
-    candidates = np.unique(np.concatenate(sets))                             # C, sorted
-    bias = np.full((len(sets), len(candidates)), -np.inf, dtype=np.float32)  # sets x C
-    for i, ids in enumerate(sets):
-        bias[i, np.searchsorted(candidates, ids)] = 0.0
-    return candidates, bias

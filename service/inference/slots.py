@@ -28,9 +28,8 @@ def _rounded(length: int) -> int:
 def _head(array: np.ndarray, length: int, live: int) -> np.ndarray:
     """The first `length` source positions of the first `live` slots or rows, contiguous
     (ONNX Runtime would copy a strided view at every step), in an array of the same
-    capacity whose other entries are zeros: copying only the live entries made beam 5's
-    memory shrinks 2.9 -> 1.0 ms each
-    (139 -> 46 ms over the test verses at beam 5: the capacity is often several times the live rows)."""
+    capacity whose other entries are zeros: only the live entries are copied, the
+    capacity often being several times the live rows."""
     out = np.zeros((array.shape[0], length, *array.shape[2:]), dtype=array.dtype)
     out[:live] = array[:live, :length]
     return out
@@ -80,9 +79,9 @@ class Memory:
     def shrink(self, longest: int) -> None:
         """Drop trailing padding once the longest live sentence needs at most 7/8 of the
         length: every step reads the full length of every row. The copy costs about a
-        step, and an eighth of the attention pays it back within a few dozen steps;
-        under a server's random mix (64 clients, the test verses) the memory was 1.5x
-        the longest live sentence when it shrank only at half (docs/benchmarks.md)."""
+        step, and an eighth of the attention pays it back within a few dozen steps; a
+        coarser threshold leaves the memory well above the longest live sentence under
+        a server's random mix."""
         length = _rounded(longest)
         if self.length > 16 and length <= self.length * 7 // 8:
             arrays = (self.annotations, self.keys, self.mask)
@@ -127,11 +126,10 @@ class Memory:
 class RowMemory:
     """Each row's copy of its sentence's memory, for the direct step graph when a
     sentence has several rows (a beam). The step graph would otherwise gather the
-    memory row by row at every step (`decoder_step_shared`: 16 % of a beam step's
-    time at 60 rows on 2 cores), while a row's sentence changes only when the beam
-    opens or narrows, or rows are compacted (5 % of rows per step on the test
-    verses at beam 5); so the copies are kept across steps, and a row whose
-    sentence changed copies that sentence's pieces only."""
+    memory row by row at every step (`decoder_step_shared`), while a row's sentence
+    changes only when the beam opens or narrows, or rows are compacted (a few rows
+    per step); so the copies are kept across steps, and a row whose sentence
+    changed copies that sentence's pieces only."""
 
     def __init__(self):
         self.tag = np.zeros(0, dtype=np.int64)        # R: Memory.tag of the sentence each row holds, -1: none
@@ -180,7 +178,7 @@ class Rows:
         self.slot = np.zeros(0, dtype=np.int64)          # R: the memory slot each row attends
         self.score = np.zeros(0, dtype=np.float64)       # R: Σ log p of the row's tokens
         self.steps = np.zeros(0, dtype=np.int64)         # R: tokens generated so far
-        self.kind = np.zeros(0, dtype=np.int8)           # R: greedy, forced or beam (decoding.py)
+        self.kind = np.zeros(0, dtype=np.int8)           # R: greedy, forced or beam (search.py)
         self.limit = np.zeros(0, dtype=np.int64)         # R: the sentence's max_length
         self.origin = np.zeros(0, dtype=np.int64)        # R: where the row's state is on the device (device.py)
         self.tokens = np.zeros((0, 0), dtype=np.int64)   # R x T
@@ -239,9 +237,10 @@ class Rows:
 
     def copy(self, dst: np.ndarray, src: np.ndarray, steps: np.ndarray, lengths: np.ndarray) -> None:
         """Rows `dst` become copies of rows `src` (a beam's children of their parents): the
-        state (on the device path its origin) and what the sentence fixes (slot, kind, limit; prev, score and steps are the
-        caller's to set), and each pair's first `steps` entries of history, α over its
-        sentence's first `lengths` source positions (nothing reads α beyond a row's source)."""
+        state (on the device path its origin) and what the sentence fixes (slot, kind, limit;
+        prev, score and steps are the caller's to set), and each pair's first `steps` entries
+        of history, α over its sentence's first `lengths` source positions (nothing reads α
+        beyond a row's source)."""
         for array in self._inherited():
             array[dst] = array[src]
         longest = int(steps.max())

@@ -31,7 +31,7 @@ log-probability of each row's `forced_tokens` entry (forced alignment).
 replaces it next step ({"state": "new_state"} for RNNsearch), and `initial_state`
 each of them to the encoder output that starts it ({"state": "init_state"}), so
 the decode loop carries state without knowing what it holds. Nothing in the loop
-assumes an RNN (issue 10 §8), so another attention architecture fits the same
+assumes an RNN, so another attention architecture fits the same
 worker:
 - a step graph may take `positions[R]` int64, each row's step (0 at the first);
 - a state tensor of per-row rank 2 or more (a Transformer decoder's self-attention

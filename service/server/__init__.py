@@ -1,1 +1,2 @@
-"""The gRPC server: settings, servicer, protobuf conversion, scheduler, decode worker, admission, interceptors, metrics, tracing, logs."""
+"""The gRPC server: settings, servicer, streaming, status mapping, protobuf conversion,
+scheduler, decode worker, admission, overload, interceptors, metrics, tracing, logs."""

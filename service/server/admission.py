@@ -19,7 +19,6 @@ across clients; within a client, order is kept).
 from __future__ import annotations
 
 import collections
-import time
 from typing import Callable, Iterator
 
 INTERACTIVE, BULK = 0, 1
@@ -104,44 +103,3 @@ class FairQueue:
             for priority in (INTERACTIVE, BULK):
                 if clients is self._clients[priority]:
                     self._deficit.pop((priority, client), None)
-
-
-class RetryHint:
-    """The retry delay sent (google.rpc.RetryInfo) with RESOURCE_EXHAUSTED, grown
-    while refusals pour in and shrunk back when they stop.
-
-    A refusal is cheap but not free (gRPC's own per-call work, about 0.5 ms of CPU
-    here), and with a fixed hint N excess callers that honour it come back N/hint
-    times a second whatever the server can do; 448 callers told 0.5 s cost the
-    decode thread half its goodput (docs/benchmarks.md, overload). Here the hint
-    doubles after each second with more than `refusals_per_second` refusals (up
-    to `ceiling`), and halves, down to `base`, after each second with fewer than
-    half as many: the refusal rate settles near the target whatever the number of
-    callers. The same multiplicative increase gRPC's own retry policy and AWS's
-    backoff guidance use, decided by the server, which alone sees every caller.
-    """
-
-    def __init__(self, base: float, ceiling: float, refusals_per_second: float,
-                 clock: Callable[[], float] = time.monotonic):
-        self.base, self.ceiling, self.target = base, max(ceiling, base), refusals_per_second
-        self.clock = clock
-        self.delay = base
-        self._since = self.clock()
-        self._count = 0
-        self.last_refusal = float("-inf")     # clock() of the latest refusal
-
-    def refused(self) -> float:
-        """Count one refusal; returns the delay to send with it."""
-        now = self.clock()
-        self.last_refusal = now
-        elapsed = now - self._since
-        if elapsed >= 1.0:
-            rate = self._count / elapsed
-            if rate > self.target:
-                self.delay = min(self.delay * 2, self.ceiling)
-            elif rate < self.target / 2:
-                # one halving per quiet second since the last refusal
-                self.delay = max(self.delay / 2 ** int(elapsed), self.base)
-            self._since, self._count = now, 0
-        self._count += 1
-        return self.delay

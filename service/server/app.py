@@ -15,23 +15,22 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
 from prometheus_client import start_http_server
 
-from attnmt.service.server.admission import RetryHint
-from attnmt.service.server.cache import TranslationCache
-from attnmt.service.errors import ConfigError
-from attnmt.service.server.settings import Settings, load_settings
-from attnmt.service.inference.decoding import SearchOptions
+from attnmt.service.errors import AttnmtError, ConfigError, Overloaded
 from attnmt.service.inference.engine import Engine, EngineOptions
-from attnmt.service.server import logs
-from attnmt.service.server import reflection
-from attnmt.service.errors import AttnmtError, Overloaded
-from attnmt.service.server.interceptors import MetricsInterceptor, OverloadGate
+from attnmt.service.inference.search import SearchOptions
+from attnmt.service.server import logs, reflection
+from attnmt.service.server.cache import TranslationCache
+from attnmt.service.server.interceptors import MetricsInterceptor
 from attnmt.service.server.logs import log_request
-from attnmt.service.server.rpc_record import RecordingInterceptor
 from attnmt.service.server.metrics import Metrics
+from attnmt.service.server.overload import OverloadGate, RetryHint, queue_full
+from attnmt.service.server.rpc_record import RecordingInterceptor
 from attnmt.service.server.scheduler import Scheduler, SchedulerLimits
-from attnmt.service.server.servicer import ServedModel, TranslatorServicer, abort, add_to_server
-from attnmt.service.stubs import translator_pb2 as pb
+from attnmt.service.server.servicer import ServedModel, TranslatorServicer
+from attnmt.service.server.settings import Settings, load_settings
 from attnmt.service.server.tracing import Tracing
+from attnmt.service.server.wire import add_to_server
+from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.text.translator import Translator
 
 log = logging.getLogger("attnmt")
@@ -39,9 +38,9 @@ SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Translator"].full_name   # attnmt
 KNOWN_SERVICES = (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
                   *reflection.SERVICE_NAMES)
 WARMUP_SENTENCE = "No se puede abrir el archivo %s: permiso denegado."
-# Calls gRPC holds for the event loop before it starts dropping them (measured: 8,000 callers
-# on one channel got only OK and RESOURCE_EXHAUSTED; docs/benchmarks.md). Calls still waiting
-# after 30 s are cancelled whatever this says.
+# Calls gRPC holds for the event loop before it starts dropping them: enough for the overload
+# gate to answer a burst of callers on one channel. Calls still waiting after 30 s are
+# cancelled whatever this says.
 PENDING_CALLS = 10_000
 
 
@@ -65,16 +64,16 @@ class Server:
 
     def _load_models(self) -> None:
         s = self.settings
-        options = EngineOptions(device=s.device, precision=s.precision, intra_op_threads=s.intra_op_threads, inter_op_threads=s.inter_op_threads,
-                                optimization=s.graph_optimization, allow_spinning=s.allow_spinning,
-                                idle_spinning=s.idle_spinning, shortlist=s.shortlist)
+        options = EngineOptions(device=s.device, precision=s.precision, intra_op_threads=s.intra_op_threads,
+                                inter_op_threads=s.inter_op_threads, optimization=s.graph_optimization,
+                                allow_spinning=s.allow_spinning, idle_spinning=s.idle_spinning, shortlist=s.shortlist)
         limits = SchedulerLimits(max_batch_rows=s.max_batch_rows, max_batch_tokens=s.max_batch_tokens,
                                  max_queue=s.max_queue, max_queue_delay=s.queue_delay_seconds,
                                  min_joiners=s.min_joiners, max_join_delay=s.max_join_delay_ms / 1000,
                                  retry_after=s.retry_after_seconds, continuous=s.batching == "continuous")
         for model_dir in s.models:
             engine = Engine(model_dir, options)
-            engine.shared_decoder           # a server loads every graph up front: a bad one stops start-up
+            engine.shared_decoder  # noqa: B018 - a server loads every graph up front: a bad one stops start-up
             name = engine.manifest.name
             if name in self.models:
                 raise ConfigError(f"models: two model directories are both named {name!r}")
@@ -129,7 +128,7 @@ class Server:
         if s.max_connection_age_seconds:
             options += [("grpc.max_connection_age_ms", int(s.max_connection_age_seconds * 1000)),
                         ("grpc.max_connection_age_grace_ms", int(s.grace_period_seconds * 1000))]
-        gate = OverloadGate(self._queues_full, self._refuse, (f"/{SERVICE_NAME}/Translate", f"/{SERVICE_NAME}/Align"))
+        gate = OverloadGate(self._queues_full, self._refusal, (f"/{SERVICE_NAME}/Translate", f"/{SERVICE_NAME}/Align"))
         self.grpc = grpc.aio.server(interceptors=[*recorders, self.interceptor, gate], options=options)
         add_to_server(self.servicer, self.grpc)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
@@ -177,13 +176,12 @@ class Server:
         return not self.servicer.draining and all(
             m.scheduler.worker.waiting >= m.scheduler.limits.max_queue for m in self.models.values())
 
-    async def _refuse(self, request, context) -> None:
-        """RESOURCE_EXHAUSTED with RetryInfo before any of the servicer's work (OverloadGate)."""
+    def _refusal(self, request) -> Overloaded:
+        """The gate's refusal of a call while `_queues_full`, before any of the servicer's work
+        (OverloadGate); the waiting count is the least busy model's."""
         sentences = len(request.sentences) if isinstance(request, pb.TranslateRequest) else 1
-        self.metrics.rejected.labels("queue_full").inc(max(sentences, 1))
-        delay = self.retry_hint.refused()
-        await abort(context, Overloaded(f"queue full: max_queue is {self.settings.max_queue} sentences and every "
-                                        f"model's queue holds that many; retry after {delay:g}s", delay))
+        waiting = min(m.scheduler.worker.waiting for m in self.models.values())
+        return queue_full(waiting, self.settings.max_queue, max(sentences, 1), self.retry_hint, self.metrics)
 
     def _worker_died(self, error: BaseException) -> None:
         """A decode worker stopped for good: its calls have failed with INTERNAL. Stop

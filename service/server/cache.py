@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Hashable
 
-from attnmt.service.inference.decoding import Search
+from attnmt.service.inference.search import Search
 from attnmt.service.server.metrics import Metrics
 
 

@@ -1,4 +1,5 @@
-"""protobuf <-> domain. The only module besides the servicer that knows the stubs."""
+"""protobuf <-> domain: request options to SearchOptions and glossaries, translations,
+alignments and documents to messages."""
 
 from __future__ import annotations
 
@@ -6,16 +7,16 @@ import functools
 import json
 import math
 
-from attnmt.service.text.alignment import pharaoh
-from attnmt.service.server.settings import Settings
-from attnmt.service.inference.decoding import SearchOptions
-from attnmt.service.text.documents import Document, SentenceResult
 from attnmt.service.errors import InvalidInput
+from attnmt.service.inference.search import SearchOptions
+from attnmt.service.modeldir.links import format_pharaoh as pharaoh
+from attnmt.service.server.settings import Settings
+from attnmt.service.stubs import translator_pb2 as pb
+from attnmt.service.text.documents import Document, SentenceResult
 from attnmt.service.text.glossary import Entry as GlossaryEntry
 from attnmt.service.text.glossary import Glossary
 from attnmt.service.text.glossary import Match as GlossaryMatch
 from attnmt.service.text.quality import Quality
-from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.text.translator import Hypothesis, Translation
 
 NONE, SOFT, WORDS, HARD = pb.ALIGNMENT_NONE, pb.ALIGNMENT_SOFT, pb.ALIGNMENT_WORDS, pb.ALIGNMENT_HARD
@@ -23,20 +24,15 @@ NONE, SOFT, WORDS, HARD = pb.ALIGNMENT_NONE, pb.ALIGNMENT_SOFT, pb.ALIGNMENT_WOR
 
 def search_options(options: pb.DecodingOptions, settings: Settings, field: str = "options") -> SearchOptions:
     """Validated SearchOptions; unset fields take the server defaults."""
-    beam = options.beam_size or settings.default_beam_size
-    if beam > settings.max_beam_size:
-        raise InvalidInput(f"{field}.beam_size is {beam}, over the server's max_beam_size {settings.max_beam_size}")
-    n_best = options.n_best or 1
-    if n_best > beam:
-        raise InvalidInput(f"{field}.n_best ({n_best}) must not exceed beam_size ({beam})")
-    values = {"beam_size": beam, "n_best": n_best, "max_target_tokens": settings.max_target_tokens}
+    values = {"beam_size": options.beam_size or settings.default_beam_size, "n_best": options.n_best or 1,
+              "max_target_tokens": settings.max_target_tokens}
     for name in ("length_penalty", "max_length_ratio", "max_length_extra"):
         if options.HasField(name):
             value = getattr(options, name)
             if isinstance(value, float) and not math.isfinite(value):
                 raise InvalidInput(f"{field}.{name} must be a finite number")
             values[name] = value
-    try:
+    try:        # the ranges are SearchOptions.validate's, with the server's max_beam_size
         return SearchOptions(**values).validate(settings.max_beam_size)
     except InvalidInput as e:
         raise InvalidInput(f"{field}.{e}") from None

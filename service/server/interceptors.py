@@ -7,7 +7,6 @@ import asyncio
 import collections
 import inspect
 import time
-from typing import Callable
 
 import grpc
 
@@ -20,7 +19,8 @@ OK = grpc.StatusCode.OK.name
 DEADLINE_SLACK_SECONDS = 0.02
 
 
-def _code(context, error: BaseException | None) -> str:
+def status_name(context, error: BaseException | None) -> str:
+    """The name of the status a call ended with; `error` is what its handler raised, if anything."""
     if error is None:
         code = context.code()
         return code.name if isinstance(code, grpc.StatusCode) else OK
@@ -66,7 +66,7 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
 
         def finish(context, start: float, error: BaseException | None) -> None:
             in_flight[service] -= 1
-            m.handled.labels(*labels, _code(context, error)).inc()
+            m.handled.labels(*labels, status_name(context, error)).inc()
             m.handling.labels(*labels).observe(time.perf_counter() - start)
 
         async def counted(requests):
@@ -132,43 +132,3 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
 
         return make(streaming_response, request_deserializer=handler.request_deserializer,
                     response_serializer=handler.response_serializer)
-
-
-class OverloadGate(grpc.aio.ServerInterceptor):
-    """Refuse work at the door while every model's queue is full (issue 7, overload).
-
-    A refusal used to cost the whole request path: validation, tokenization, a Search
-    per sentence, the fair queue's client lookup, then RESOURCE_EXHAUSTED from
-    `Scheduler.submit`. Under a retry storm that work competes for the GIL with the
-    decode thread and goodput collapses. Here, for the unary work methods, one check of
-    the queue length comes before anything else; the refusal is the servicer's own
-    (`servicer.abort`, with RetryInfo). When a queue has room the call goes through and
-    `Scheduler.submit` still makes the exact decision for the sentences it carries.
-
-    Why not gRPC's `maximum_concurrent_rpcs`: in grpc.aio (1.85, checked) it refuses a
-    call over the limit at once with RESOURCE_EXHAUSTED "Concurrent RPC limit exceeded!",
-    before any interceptor, but without RetryInfo (so a client cannot tell it from a
-    request too large to retry) and for every method alike: health checks and Models
-    would be refused with the translations, and a refused liveness probe restarts the
-    pod. TGI's semaphore (`try_acquire`,
-    else 429 at once) and Triton's queue policy (`max_queue_size`, REJECT) are this
-    same choice: a bounded queue and an immediate, cheap refusal.
-    """
-
-    def __init__(self, full: Callable[[], bool], refuse: Callable, methods: tuple[str, ...]):
-        self.full = full                  # no model has room for one more sentence
-        self.refuse = refuse              # async (request, context): ends the call RESOURCE_EXHAUSTED
-        self.methods = frozenset(methods)  # full method paths: /package.Service/Method
-
-    async def intercept_service(self, continuation, details: grpc.HandlerCallDetails):
-        handler = await continuation(details)
-        if handler is None or details.method not in self.methods or handler.request_streaming:
-            return handler
-        behaviour, full, refuse = handler.unary_unary, self.full, self.refuse
-
-        async def gated(request, context):
-            if full():
-                await refuse(request, context)
-            return await behaviour(request, context)
-        return grpc.unary_unary_rpc_method_handler(gated, request_deserializer=handler.request_deserializer,
-                                                   response_serializer=handler.response_serializer)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Callable
 
 import grpc
 
-from attnmt.service.server.interceptors import _code as status_name
+from attnmt.service.server.interceptors import status_name
 
 if TYPE_CHECKING:
     from attnmt.service.server.worker import Job

@@ -13,13 +13,14 @@ import logging
 import time
 from typing import Callable
 
+from attnmt.service.errors import DecodeFailed, Unavailable
+from attnmt.service.inference.search import Search
 from attnmt.service.server import rpc_record
-from attnmt.service.inference.decoding import Search
-from attnmt.service.errors import DecodeFailed, Overloaded, Unavailable
+from attnmt.service.server.admission import INTERACTIVE
 from attnmt.service.server.metrics import Metrics
-from attnmt.service.text.translator import Translator
-from attnmt.service.server.admission import INTERACTIVE, RetryHint
+from attnmt.service.server.overload import RetryHint, queue_full
 from attnmt.service.server.worker import DecodeWorker, Job, Result, SchedulerLimits
+from attnmt.service.text.translator import Translator
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +65,7 @@ class Scheduler:
             raise DecodeFailed(f"the decode worker of model {self.model} has stopped: {self.dead}")
         waiting = self.worker.waiting
         if waiting + len(searches) > self.limits.max_queue:
-            self.metrics.rejected.labels("queue_full").inc(len(searches))
-            delay = self.retry_hint.refused()
-            raise Overloaded(f"queue full: {waiting} sentences waiting, max_queue is {self.limits.max_queue}; "
-                             f"retry after {delay:g}s", delay)
+            raise queue_full(waiting, self.limits.max_queue, len(searches), self.retry_hint, self.metrics)
         loop = asyncio.get_running_loop()
         jobs = [Job(s, loop.create_future(), deadline, client, priority) for s in searches]
         rpc_record.attach(self.model, jobs)         # for traces and the request log, when they are on

@@ -1,107 +1,33 @@
 """The gRPC servicer: validate, protobuf -> domain, hand to the model's
-scheduler, domain -> protobuf. Domain exceptions become status codes here and
-nowhere else (`STATUS_OF`)."""
+scheduler, domain -> protobuf. Errors end a call through `status.abort`, the one
+place domain exceptions become status codes; how a TranslateStream's items move
+is streaming.py's."""
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from dataclasses import dataclass
 
 import grpc
-from google.protobuf import any_pb2, duration_pb2
-from google.rpc import code_pb2, error_details_pb2, status_pb2
-from grpc_status import rpc_status
 
+from attnmt.service.errors import AttnmtError, InvalidInput, ModelNotFound, ResponseTooLarge, Unavailable
+from attnmt.service.inference.search import Search, SearchOptions
 from attnmt.service.server import convert
-
-from attnmt.service.text import documents
 from attnmt.service.server.admission import BULK, INTERACTIVE
 from attnmt.service.server.cache import TranslationCache
-from attnmt.service.server.settings import Settings
-from attnmt.service.inference.decoding import Search, SearchOptions
-from attnmt.service.errors import (AttnmtError, DeadlineExceeded, DecodeFailed, InvalidInput, ModelLoadError, ModelNotFound,
-                     Overloaded, ResponseTooLarge, StreamIdle, Unavailable)
-from attnmt.service.text.glossary import Glossary
-from attnmt.service.text.glossary import load_all as load_glossaries
 from attnmt.service.server.metrics import Metrics
 from attnmt.service.server.scheduler import Job, Scheduler
+from attnmt.service.server.settings import Settings
+from attnmt.service.server.status import abort, error_pb
+from attnmt.service.server.streaming import TranslationStream
+from attnmt.service.server.wire import MalformedRequest, parsed
 from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.stubs import translator_pb2_grpc as pb_grpc
+from attnmt.service.text import documents
+from attnmt.service.text.glossary import Glossary
+from attnmt.service.text.glossary import load_all as load_glossaries
 from attnmt.service.text.translator import Translation, Translator, normalise
-
-log = logging.getLogger(__name__)
-
-STATUS_OF: dict[type[Exception], grpc.StatusCode] = {
-    InvalidInput: grpc.StatusCode.INVALID_ARGUMENT,
-    ModelNotFound: grpc.StatusCode.NOT_FOUND,
-    Overloaded: grpc.StatusCode.RESOURCE_EXHAUSTED,
-    Unavailable: grpc.StatusCode.UNAVAILABLE,
-    DeadlineExceeded: grpc.StatusCode.DEADLINE_EXCEEDED,
-    DecodeFailed: grpc.StatusCode.INTERNAL,
-    ResponseTooLarge: grpc.StatusCode.RESOURCE_EXHAUSTED,
-    StreamIdle: grpc.StatusCode.DEADLINE_EXCEEDED,
-    ModelLoadError: grpc.StatusCode.INTERNAL,
-}
-
-
-def status_of(error: Exception) -> grpc.StatusCode:
-    for kind, code in STATUS_OF.items():
-        if isinstance(error, kind):
-            return code
-    return grpc.StatusCode.INTERNAL
-
-
-async def abort(context: grpc.aio.ServicerContext, error: Exception) -> None:
-    """End the RPC with the status for `error`; overload carries google.rpc.RetryInfo."""
-    code = status_of(error)
-    if isinstance(error, Overloaded):
-        delay = duration_pb2.Duration()
-        delay.FromNanoseconds(int(error.retry_after * 1e9))
-        detail = any_pb2.Any()
-        detail.Pack(error_details_pb2.RetryInfo(retry_delay=delay))
-        status = status_pb2.Status(code=code_pb2.RESOURCE_EXHAUSTED, message=str(error), details=[detail])
-        await context.abort_with_status(rpc_status.to_status(status))
-    await context.abort(code, str(error))
-
-
-class MalformedRequest:
-    """What arrives instead of a request whose bytes do not parse (corrupt wire format,
-    or invalid UTF-8 in a string field, which proto3 forbids)."""
-
-    def __init__(self, message: str):
-        self.message = message
-
-
-def tolerant(message_class):
-    """A request deserializer that never raises: gRPC would end the call UNKNOWN with a
-    Python exception class in the message; the servicer answers INVALID_ARGUMENT instead."""
-    def parse(data: bytes):
-        try:
-            return message_class.FromString(data)
-        except Exception as e:  # noqa: BLE001 - DecodeError and its relatives
-            return MalformedRequest(f"the request is not a valid {message_class.DESCRIPTOR.full_name} ({e})")
-    return parse
-
-
-def parsed(request):
-    if isinstance(request, MalformedRequest):
-        raise InvalidInput(request.message)
-    return request
-
-
-def add_to_server(servicer: "TranslatorServicer", server) -> None:
-    """The generated `add_TranslatorServicer_to_server`, with tolerant deserializers."""
-    service = pb.DESCRIPTOR.services_by_name["Translator"]
-    handlers = {}
-    for method in service.methods:
-        request_class, response_class = getattr(pb, method.input_type.name), getattr(pb, method.output_type.name)
-        make = grpc.stream_stream_rpc_method_handler if method.client_streaming else grpc.unary_unary_rpc_method_handler
-        handlers[method.name] = make(getattr(servicer, method.name), request_deserializer=tolerant(request_class),
-                                     response_serializer=response_class.SerializeToString)
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
-    server.add_registered_method_handlers(service.full_name, handlers)
 
 
 @dataclass
@@ -230,8 +156,8 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
         kind, threshold = convert.alignment_kind(opts.alignment), convert.alignment_threshold(opts)
         translator = served.translator
         if html or split:
-            # Off the event loop: html5lib is pure Python, and a 50,000-character page takes
-            # it about 170 ms, which every other call on the loop would wait out.
+            # Off the event loop: html5lib is pure Python, and every other call on the loop
+            # would wait out its reading of a large page.
             readings = await asyncio.to_thread(lambda: [
                 documents.read(text, html, split, translator.engine.manifest.source_language,
                                translator.protector is None, self.settings.max_document_chars,
@@ -251,7 +177,7 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
         done = iter(translator.result(text, s, opts.replace_unknown, glossary) if s else Translation(text, [])
                     for (_, _, text), s in zip(sentences, searches))
         messages = []
-        for entry, reading in zip(entries, readings):
+        for reading in readings:
             if reading is None:
                 messages.append(convert.sentence_pb(documents.single(next(done)), kind, threshold))
             else:
@@ -322,96 +248,43 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
             self._rejected_input(e)
             await abort(context, e)
 
-    async def TranslateStream(self, request_iterator, context):
-        # A permit is held from reading a request until its response is queued, and the
-        # queue is bounded: a client that writes fast and reads slowly stops being read.
-        limit = asyncio.Semaphore(self.settings.max_stream_in_flight)
-        idle = self.settings.stream_idle_timeout_seconds
-        reads: set[asyncio.Future] = set()
-        out: asyncio.Queue = asyncio.Queue(maxsize=self.settings.max_stream_in_flight)
-        pending: set[asyncio.Task] = set()
-        end = object()
-        defaults: dict = {}
-
-        async def one(request: pb.StreamRequest) -> None:
-            try:
-                served = self._model(request.model or defaults["model"])
-                opts = request.options if request.HasField("options") else defaults["options"]
-                options = convert.search_options(opts, self.settings)
-                kind = convert.alignment_kind(opts.alignment)
-                threshold = convert.alignment_threshold(opts)
-                field = f"sentence (id {request.id!r})"
-                glossary = convert.glossary(request.glossary, request.glossary_name, self.glossaries,
-                                            self.settings.max_glossary_entries, f"id {request.id!r}: ")
-                if request.format or request.split_sentences:     # a plain request never comes this way
-                    (message,) = await self._documents(served, [request.sentence], request.format,
-                                                       request.split_sentences, options, opts, context, [field], BULK,
-                                                       glossary)
-                    response = pb.StreamResponse(id=request.id, translation=message)
-                else:
-                    search = self._search(served, request.sentence, options, field)
-                    (search,) = await self._run(served, [search], context, BULK)
-                    translation = served.translator.result(request.sentence, search, opts.replace_unknown, glossary) \
-                        if search else Translation(request.sentence, [])
-                    response = pb.StreamResponse(id=request.id,
-                                                 translation=convert.translation_pb(translation, kind, threshold))
-            except AttnmtError as e:
-                self._rejected_input(e)
-                response = pb.StreamResponse(id=request.id, error=pb.Error(code=status_of(e).value[0], message=str(e)))
-            except Exception as e:  # noqa: BLE001 - every id gets exactly one answer, even on a bug
-                log.exception("stream item %r failed", request.id)
-                response = pb.StreamResponse(id=request.id, error=pb.Error(
-                    code=grpc.StatusCode.INTERNAL.value[0], message=f"internal error: {type(e).__name__}: {e}"))
-            try:
-                await out.put(response)     # blocks while the client reads slowly: backpressure
-            finally:
-                limit.release()
-
-        async def read() -> None:
-            try:
-                requests = request_iterator.__aiter__()
-                while True:
-                    # Not asyncio.wait_for: a read of gRPC's request stream does not end when
-                    # cancelled, so wait_for would wait for the next message anyway.
-                    next_request = asyncio.ensure_future(requests.__anext__())
-                    reads.add(next_request)
-                    while not next_request.done():
-                        if pending:           # work in flight: the stream is not idle
-                            await asyncio.wait({next_request, *pending}, return_when=asyncio.FIRST_COMPLETED)
-                            continue
-                        done, _ = await asyncio.wait({next_request}, timeout=idle or None)
-                        if not done:
-                            raise StreamIdle(f"no request for {idle:g}s with nothing in flight "
-                                             "(stream_idle_timeout_seconds); open a new stream when there is work")
-                    reads.discard(next_request)
-                    try:
-                        request = next_request.result()
-                    except StopAsyncIteration:
-                        break
-                    request = parsed(request)       # a malformed item ends the stream INVALID_ARGUMENT
-                    if not defaults:
-                        defaults.update(model=request.model, options=request.options)
-                    await limit.acquire()
-                    task = asyncio.create_task(one(request))
-                    pending.add(task)
-                    task.add_done_callback(pending.discard)
-                if pending:
-                    await asyncio.gather(*pending)
-            finally:
-                await out.put(end)
-
-        reader = asyncio.create_task(read())
+    async def _stream_item(self, request: pb.StreamRequest, first: pb.StreamRequest, context) -> pb.StreamResponse:
+        """One TranslateStream item, answered in-band: its translation or its error. A
+        request without model or options takes the stream's first request's."""
         try:
-            while (item := await out.get()) is not end:
-                yield item
-            await reader      # re-raise a failure of the request stream
+            served = self._model(request.model or first.model)
+            opts = request.options if request.HasField("options") else first.options
+            options = convert.search_options(opts, self.settings)
+            kind = convert.alignment_kind(opts.alignment)
+            threshold = convert.alignment_threshold(opts)
+            field = f"sentence (id {request.id!r})"
+            glossary = convert.glossary(request.glossary, request.glossary_name, self.glossaries,
+                                        self.settings.max_glossary_entries, f"id {request.id!r}: ")
+            if request.format or request.split_sentences:     # a plain request never comes this way
+                (message,) = await self._documents(served, [request.sentence], request.format,
+                                                   request.split_sentences, options, opts, context, [field], BULK,
+                                                   glossary)
+                return pb.StreamResponse(id=request.id, translation=message)
+            search = self._search(served, request.sentence, options, field)
+            (search,) = await self._run(served, [search], context, BULK)
+            translation = served.translator.result(request.sentence, search, opts.replace_unknown, glossary) \
+                if search else Translation(request.sentence, [])
+            return pb.StreamResponse(id=request.id, translation=convert.translation_pb(translation, kind, threshold))
         except AttnmtError as e:
+            self._rejected_input(e)
+            return pb.StreamResponse(id=request.id, error=error_pb(e))
+
+    async def TranslateStream(self, request_iterator, context):
+        stream = TranslationStream(request_iterator, lambda request, first: self._stream_item(request, first, context),
+                                   self.settings.max_stream_in_flight, self.settings.stream_idle_timeout_seconds)
+        try:
+            async for response in stream.responses():
+                yield response
+        except AttnmtError as e:          # the request stream itself failed: idle, or a malformed item
             self._rejected_input(e)
             await abort(context, e)
         finally:
-            reader.cancel()
-            for task in list(pending) + list(reads):
-                task.cancel()
+            stream.close()
 
     async def ListModels(self, request, context) -> pb.ListModelsResponse:
         if isinstance(request, MalformedRequest):

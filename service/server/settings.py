@@ -15,7 +15,9 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, InitSettingsSource, NoDecode, SettingsConfigDict
 from typing_extensions import Annotated
+
 from attnmt.service.errors import ConfigError
+from attnmt.service.inference.sessions import precision_problem
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUNDLED_MODEL = REPO_ROOT / "models" / "rnnsearch-es-en"
@@ -47,18 +49,17 @@ class Settings(BaseSettings):
     device: Literal["cpu", "cuda", "openvino"] = Field(
         "cpu", description="execution provider; cuda refuses to start if ONNX Runtime cannot use the GPU; "
                            "openvino runs on the CPU through OpenVINO's plugin (pip install 'attnmt[openvino]')")
-    # Measured (docs/benchmarks.md, bundled model, AMX CPU): bf16 through OpenVINO decodes the test
-    # verses 1.6x as fast at -0.10 BLEU greedy; off by default, as answers then differ from f32's.
+    # Off by default: bf16 through OpenVINO decodes faster, but its answers differ from f32's.
     precision: Literal["f32", "bf16"] = Field("f32", description="bf16: bfloat16 matrix products "
                                                                  "(device openvino only)")
     intra_op_threads: int = Field(0, ge=0, description="ONNX Runtime threads per step (0: one per core)")
     inter_op_threads: int = Field(1, ge=0, description="ONNX Runtime inter-op threads")
-    graph_optimization: Literal["disable", "basic", "extended", "all"] = Field("all", description="ORT graph optimisation (`disable` also leaves the float16 weights' Casts to run at every step instead of folding them at load)")
-    # Measured (docs/benchmarks.md, 2 cores): threads that spin within a step (they stop when it
-    # ends) give 0.85x the single-sentence latency at the same sentences/s at 64 clients, but
-    # under overload they take the cores the event loop needs to refuse: callers honouring
-    # RetryInfo kept 0.57-0.64x of the goodput against 0.68-0.87x without spinning. Threads that
-    # also spun between steps were worse still (148 vs 201 sentences/s at 64 clients).
+    graph_optimization: Literal["disable", "basic", "extended", "all"] = Field(
+        "all", description="ORT graph optimisation (`disable` also leaves the float16 weights' Casts to run at "
+                           "every step instead of folding them at load)")
+    # Off by default: threads that spin within a step (they stop when it ends) lower a lone
+    # sentence's latency, but under overload they take the cores the event loop needs to refuse
+    # callers, and goodput drops.
     allow_spinning: bool = Field(False, description="ORT worker threads spin within a decoder step or encoder "
                                                     "call (they stop when it ends): lower latency when idle, "
                                                     "less goodput under overload")
@@ -67,13 +68,12 @@ class Settings(BaseSettings):
                                                   "30-50 MB more memory per model")
     warmup: bool = Field(True, description="translate one sentence per model before reporting SERVING")
     # The decode thread gets the GIL back after each ONNX Runtime call only when the event
-    # loop's thread drops it, at the latest after this interval (Python's default: 5 ms),
-    # against decoder steps of about 3 ms.
+    # loop's thread drops it, at the latest after this interval (Python's default: 5 ms), which
+    # can be longer than a whole decoder step.
     switch_interval_ms: float = Field(5.0, gt=0, le=100, description="Python's thread switch interval "
                                       "(sys.setswitchinterval) in the server process")
-    # Measured (docs/benchmarks.md, bundled model): 1.11x faster at one sentence a step, 0.73x at 64
-    # rows (a sentence is confined to its own candidates whatever its batch-mates, which then costs
-    # a rows x vocabulary mask), so it is off by default.
+    # Off by default: faster for a lone sentence, slower for full batches, where confining each
+    # sentence to its own candidates whatever its batch-mates costs a rows x vocabulary mask.
     shortlist: bool = Field(False, description="use a model's lexical shortlist when it has one (each sentence's "
                                                "output layer over its candidate pieces; BLEU change in its manifest)")
 
@@ -83,9 +83,9 @@ class Settings(BaseSettings):
                                   "request: a batch is formed, decoded to the end, then the next one starts")
     max_batch_rows: int = Field(64, ge=1, le=4096, description="decoder rows per step (a beam of k takes k rows)")
     max_batch_tokens: int = Field(8192, ge=16, description="rows x longest source length allowed in one step")
-    # Unset: 0 with continuous batching, where a later arrival joins at the next step anyway
-    # (measured: concurrency-1 p50 1.18x -> 1.08x offline, the same throughput at 64 clients),
-    # 2 ms with request-level batching, whose batch is closed once it starts.
+    # Unset: 0 with continuous batching, where a later arrival joins at the next step anyway (a
+    # wait would only add latency), 2 ms with request-level batching, whose batch is closed once
+    # it starts.
     max_queue_delay_ms: float | None = Field(None, ge=0, le=10_000, description="wait this long for more "
                                              "sentences before starting a step on an idle batch (unset: 0 "
                                              "with continuous batching, 2 with request-level)")
@@ -121,7 +121,7 @@ class Settings(BaseSettings):
                                                "that sends nothing this long with nothing in flight; 0: never")
     # gRPC clients multiplex their calls on one connection. The admission gate, fairness and
     # the caps above protect the server; a stream limit would only turn a client's calls into
-    # HTTP/2 refusals, which it reports as UNAVAILABLE (issue 23, docs/benchmarks.md).
+    # HTTP/2 refusals, which it reports as UNAVAILABLE.
     max_concurrent_streams: int = Field(0, ge=0, description="concurrent RPCs per client connection "
                                         "(HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); 0: no limit. Past a "
                                         "limit a client holds its further calls back, but some are refused "
@@ -172,8 +172,9 @@ class Settings(BaseSettings):
             raise ValueError("tls_cert and tls_key must be set together")
         if self.tls_client_ca is not None and self.tls_cert is None:
             raise ValueError("tls_client_ca (mutual TLS) needs tls_cert and tls_key")
-        if self.precision != "f32" and self.device != "openvino":
-            raise ValueError(f"precision {self.precision} needs device openvino (device {self.device} computes in f32)")
+        problem = precision_problem(self.device, self.precision)
+        if problem:
+            raise ValueError(problem)
         if self.default_beam_size > self.max_beam_size:
             raise ValueError("default_beam_size must not exceed max_beam_size")
         if self.max_batch_rows < self.max_beam_size:

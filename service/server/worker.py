@@ -24,19 +24,20 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from attnmt.service.server.admission import INTERACTIVE, FairQueue
-from attnmt.service.inference.decoding import DecodeBatch, Search
-from attnmt.service.inference.engine import Engine
 from attnmt.service.errors import DeadlineExceeded, DecodeFailed
+from attnmt.service.inference.batch import DecodeBatch
+from attnmt.service.inference.engine import Engine
+from attnmt.service.inference.search import Search
+from attnmt.service.server.admission import INTERACTIVE, FairQueue
 from attnmt.service.server.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
 # A step with at most this many rows, nobody waiting and no call refused for this many
 # seconds counts as idle: with the server's `idle_spinning`, ONNX Runtime's threads then
-# spin within it (a lone sentence's latency 0.86x), and not under load, when the event
+# spin within it (a lone sentence's latency drops), and not under load, when the event
 # loop needs the cores; nor between the waves of an overload, while it refuses callers
-# who come back as RetryInfo tells them (docs/benchmarks.md).
+# who come back as RetryInfo tells them.
 IDLE_ROWS = 8
 IDLE_AFTER_REFUSAL = 10.0
 
@@ -213,11 +214,11 @@ class DecodeWorker:
         return [(job, DeadlineExceeded("deadline exceeded before the translation finished"))]
 
     def _defer_joining(self) -> bool:
-        """Whether waiting sentences wait one more step for company. The encoder costs about
-        1.5x as much per sentence alone as among several (docs/benchmarks.md), and at full
-        load a batch frees one or two rows a step; so while the batch is at least half full
-        and fewer than `min_joiners` sentences could join, they wait, up to `max_join_delay`
-        after the first of them could have joined."""
+        """Whether waiting sentences wait one more step for company. The encoder costs more
+        per sentence alone than among several, and at full load a batch frees one or two
+        rows a step; so while the batch is at least half full and fewer than `min_joiners`
+        sentences could join, they wait, up to `max_join_delay` after the first of them could
+        have joined."""
         limits = self.limits
         could = min(len(self._waiting), limits.max_batch_rows - self.batch.n_rows)
         if (limits.min_joiners <= 1 or not could or could >= limits.min_joiners or not self._jobs

@@ -7,14 +7,17 @@ to the word), target rows of one word are **averaged** (each row is a
 distribution, so their mean is one too). Both keep every row summing to 1.
 The end-of-sentence token stays a word of its own on both sides, `</s>`.
 
-Hard alignments use the Pharaoh format of fast_align and Marian: `i-j` with i
-a source word index and j a target word index, both 0-based, `</s>` excluded.
+Hard alignments are links (i, j), i a source index and j a target index, both
+0-based, `</s>` excluded, made by the rules of attnmt.service.modeldir.links (each
+target token's argmax, or every cell over a threshold) and written in its Pharaoh
+format (`format_pharaoh`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from attnmt.service.modeldir.links import target_argmax, threshold_links
 from attnmt.service.modeldir.tokenizer import WORD_BOUNDARY
 
 EOS_TOKEN = "</s>"
@@ -72,11 +75,5 @@ def hard_pairs(alpha: np.ndarray, source_tokens: list[str], target_tokens: list[
     if not src_keep or not tgt_keep:
         return []
     sub = alpha[np.ix_(tgt_keep, src_keep)]                                         # T x S without </s>
-    if threshold is None:
-        return sorted((src_keep[int(sub[i].argmax())], tgt_keep[i]) for i in range(len(tgt_keep)))
-    rows, cols = np.nonzero(sub >= threshold)
-    return sorted((src_keep[c], tgt_keep[r]) for r, c in zip(rows, cols))
-
-
-def pharaoh(pairs: list[tuple[int, int]]) -> str:
-    return " ".join(f"{i}-{j}" for i, j in pairs)
+    links = target_argmax(sub) if threshold is None else threshold_links(sub, threshold)
+    return sorted((src_keep[i], tgt_keep[j]) for i, j in links)                    # back to indices with </s>

@@ -3,7 +3,7 @@ back together between its original whitespace and line breaks, with every word's
 character offsets in the entry as sent and in the text returned.
 
 Splitting is Wikimedia's sentencex (it knows "Sr.", "Dra.", "EE. UU." and ¿…? ¡…!;
-pysbd, tried first, broke "El Sr. | García"). In plain text every line break also
+pysbd splits "El Sr. | García"). In plain text every line break also
 ends a sentence, so the layout comes back as it was; in HTML a line break is only
 whitespace (LibreTranslate #288) and block elements end sentences (`markup.py`).
 
@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 import sentencex
 
 from attnmt.service.text.alignment import EOS_TOKEN
-from attnmt.service.inference.decoding import SearchOptions, decode_all
+from attnmt.service.inference.offline import decode_all
+from attnmt.service.inference.search import SearchOptions
 from attnmt.service.errors import InvalidInput
 from attnmt.service.text.markup import Source, parse_html, plain, render
 from attnmt.service.text.offsets import Span, shifted, word_spans

@@ -7,12 +7,12 @@ of word-level α, as in the Pharaoh links) are its translation: the run of
 those words around the most attending one is replaced by the target term,
 keeping punctuation the model wrote around it. When no target word is aligned to
 the occurrence (the model dropped it), the term is inserted after the target
-word attending most to it, as placeholder protection does (protect.py). The
+word attending most to it, as placeholder protection does (placeholders.py). The
 term's rows of α are the replaced rows restricted to the occurrence's source
 pieces and renormalised, so it is aligned to its source occurrence by
 construction; its pieces were not generated and carry log-probability 0.
 
-Why not the alternatives: placeholders (sentinels, protect.py) need a model
+Why not the alternatives: placeholders (sentinels, placeholders.py) need a model
 trained with them and drop the term's own context from the source (a
 sentinel has no gender, number or meaning), and constrained decoding needs a
 search that tracks constraint states inside the decode loop (several beams per

@@ -1,5 +1,6 @@
 """Text in, translations with alignments out: tokenisation, input checks, and
-turning a finished `Search` into what callers use. Shared by the server,
+turning a finished `Search` (its `FinishedHypothesis` list, target ids) into the
+`Translation` and `Hypothesis` objects callers use. Shared by the server,
 `attnmt translate` and `attnmt evaluate`."""
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from functools import cached_property
 import numpy as np
 
 from attnmt.service.text.alignment import EOS_TOKEN, aggregate_to_words, hard_pairs, word_groups
-from attnmt.service.inference.decoding import Search, SearchOptions, decode_all
+from attnmt.service.inference.offline import decode_all
+from attnmt.service.inference.search import Search, SearchOptions
 from attnmt.service.inference.engine import Engine
 from attnmt.service.errors import InvalidInput
 from attnmt.service.text.placeholders import Protector
@@ -23,6 +25,7 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 
 @dataclass
 class Hypothesis:
+    """One translation of a sentence, as clients see it: text, pieces, scores and α."""
     text: str
     target_tokens: list[str]       # pieces, ending with </s> unless the length limit cut the output
     token_log_probs: list[float]
@@ -131,28 +134,28 @@ class Translator:
         eos = self.engine.eos_id
         quality = (self.alignment_quality if search.forced is not None
                    else self.greedy_quality if search.options.beam_size == 1 else self.quality)
-        for hyp in search.best():
-            pieces = self.tokenizer.pieces(hyp.tokens)
+        for finished in search.best():
+            pieces = self.tokenizer.pieces(finished.tokens)
             if replace_unk:
                 # Luong et al. (2015): copy the source piece the model attended to most.
                 # The last source piece is </s>: never copy it (it would delete the word).
-                pieces = [source_tokens[int(hyp.alignment[i, :-1].argmax())] if t == self.engine.unk_id else p
-                          for i, (t, p) in enumerate(zip(hyp.tokens, pieces))]
+                pieces = [source_tokens[int(finished.alignment[i, :-1].argmax())] if t == self.engine.unk_id else p
+                          for i, (t, p) in enumerate(zip(finished.tokens, pieces))]
             if search.protected:
                 sources, pieces, alignment, origin, with_sentinels = self.protector.restore(
-                    source_tokens, pieces, hyp.alignment, search.protected)
+                    source_tokens, pieces, finished.alignment, search.protected)
                 translation.source_tokens = sources
                 # a removed sentinel takes its log-prob along; an inserted one was not generated: 0
-                log_probs = [hyp.token_log_probs[i] if i >= 0 else 0.0 for i in origin]
+                log_probs = [finished.token_log_probs[i] if i >= 0 else 0.0 for i in origin]
                 output = self.protector.text([p for p in with_sentinels if p != EOS_TOKEN], search.protected)
             else:
-                sources, alignment, log_probs = source_tokens, hyp.alignment, hyp.token_log_probs
-                output = self.tokenizer.decode_pieces([p for t, p in zip(hyp.tokens, pieces) if t != eos])
+                sources, alignment, log_probs = source_tokens, finished.alignment, finished.token_log_probs
+                output = self.tokenizer.decode_pieces([p for t, p in zip(finished.tokens, pieces) if t != eos])
                 if self.sentinels is not None:
                     output = self.sentinels.without_sentinels(output)
             translation.hypotheses.append(Hypothesis(
-                text=output, target_tokens=pieces, token_log_probs=log_probs, log_prob=hyp.log_prob,
-                score=hyp.score, alignment=alignment, source_tokens=sources, quality_model=quality))
+                text=output, target_tokens=pieces, token_log_probs=log_probs, log_prob=finished.log_prob,
+                score=finished.score, alignment=alignment, source_tokens=sources, quality_model=quality))
         return glossary.apply(translation) if glossary is not None else translation
 
     def translate(self, texts: list[str], options: SearchOptions = SearchOptions(), max_rows: int | None = None,

@@ -443,7 +443,8 @@ def set_image(kustomization: Path, name: str, reference: str) -> None:
 
 
 def test_the_documented_image_edits_give_each_variant_its_image(tmp_path):
-    """Issue 9: after the README's `kustomize edit set image`, the GPU overlay ran the CPU image."""
+    """After the README's `kustomize edit set image`, each variant runs its own image: the GPU
+    overlay must not run the CPU image."""
     import shutil
     tree = tmp_path / "kubernetes"
     shutil.copytree(DEPLOY / "kubernetes", tree)

@@ -1,4 +1,4 @@
-"""One default search offline and served (issue 23): `attnmt translate --model DIR`
+"""One default search offline and served: `attnmt translate --model DIR`
 without --beam decodes with the `default_beam_size` setting (5; ATTNMT_DEFAULT_BEAM_SIZE,
 or a settings file), as the server does for a request that sets none; `--beam 1` is the
 fast greedy mode and reads no settings."""

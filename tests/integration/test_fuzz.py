@@ -1,4 +1,4 @@
-"""Fuzz every RPC (issue 7): requests built by hypothesis from the proto's own
+"""Fuzz every RPC: requests built by hypothesis from the proto's own
 descriptors (so every field and option, including ones added later, is covered),
 streams of them, and raw bytes sent as they are. Every call must end OK or with a
 documented code (INVALID_ARGUMENT naming a field, NOT_FOUND, RESOURCE_EXHAUSTED),

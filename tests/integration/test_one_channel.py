@@ -1,10 +1,10 @@
-"""One channel, many calls (issue 23): a client that multiplexes its calls on one
+"""One channel, many calls: a client that multiplexes its calls on one
 connection, as gRPC clients are written, gets the admission's answers (OK, or
 RESOURCE_EXHAUSTED with RetryInfo), never the transport's UNAVAILABLE.
 
 Each test opens a fresh channel and starts every call at once against a server whose
 queue (64) is far smaller than the burst and whose steps are slowed, so some calls are
-refused and some answered. With the old per-connection limit
+refused and some answered. With a per-connection stream limit
 (`ATTNMT_MAX_CONCURRENT_STREAMS=100` in the environment) they fail: the streams past it are
 reset and the calls end UNAVAILABLE.
 """
@@ -86,7 +86,7 @@ def test_256_align_calls_on_one_channel_end_ok_or_resource_exhausted(server):
 def test_many_translate_streams_on_one_channel_end_ok(server, streams):
     """Each stream sends 512 / streams sentences at once and ends OK; each of its items is
     a translation or a RESOURCE_EXHAUSTED refusal (a stream reports queue-full per item),
-    with at least one of each over the burst. 64 streams stay under the old limit of 100;
+    with at least one of each over the burst. 64 streams stay under a stream limit of 100;
     256 do not."""
     per_stream = 512 // streams
 
@@ -110,7 +110,7 @@ def test_many_translate_streams_on_one_channel_end_ok(server, streams):
 
 
 def test_bench_overload_on_one_channel_reports_unexpected_codes(tiny_model, tmp_path, capsys):
-    """`attnmt bench overload --one-channel`: 150 callers (more than the old limit of 100)
+    """`attnmt bench overload --one-channel`: 150 callers (more than a stream limit of 100)
     on one channel; every outcome is OK or a refusal with RetryInfo."""
     import json
 

@@ -1,4 +1,4 @@
-"""Reliability (issue 7): faults injected by the test entry point tests/faults.py (`FAULTS`),
+"""Reliability: faults injected by the test entry point tests/faults.py (`FAULTS`),
 SIGTERM under load and during warm-up, and a chaos run whose every call is
 accounted for on both sides. Real `attnmt serve` processes on loopback ports;
 every wait is on a condition with a generous bound, never a fixed sleep."""
@@ -188,7 +188,8 @@ def test_sigterm_under_load_not_serving_first_accepted_calls_finish_late_ones_re
 
 @pytest.mark.parametrize("moment", ["loaded model", "warming up"])
 def test_sigterm_during_start_up_exits_within_the_grace_period(tiny_model, moment):
-    """Issue 7 #8: a SIGTERM during warm-up used to hang the process until SIGKILL."""
+    """A SIGTERM while the model loads or warms up ends the process within the grace period,
+    without waiting for SIGKILL."""
     grace = 10
     server = Spawned(tiny_model, {"FAULTS": "step_delay_ms=200", "ATTNMT_DEFAULT_BEAM_SIZE": "4",
                                   "ATTNMT_GRACE_PERIOD_SECONDS": str(grace)})
@@ -325,7 +326,7 @@ def test_chaos_every_call_is_accounted_for_on_both_sides(tiny_model):
     allowed = {"valid": {"OK", refused}, "slow": {"OK", refused}, "empty": {"INVALID_ARGUMENT", refused},
                "bad_option": {"INVALID_ARGUMENT", refused}, "unknown_model": {"NOT_FOUND", refused},
                "garbage": {"INVALID_ARGUMENT", refused}, "oversize": {"RESOURCE_EXHAUSTED (transport)"},
-               # a late cancel finds the answer there (1 in 3 runs since steps got faster):
+               # a late cancel can find the answer already there:
                "deadline_1ms": {"DEADLINE_EXCEEDED", "OK", refused}, "cancelled": {"CANCELLED", "OK", refused},
                "stream": {"OK"}, "health": {"OK"}, "models": {"OK"}}
     for kind, codes in by_kind.items():

@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from attnmt.service.cli import main
-from attnmt.service.inference.decoding import SearchOptions
+from attnmt.service.inference.search import SearchOptions
 from attnmt.bench.loadtest import TimedEngine, spread
 from attnmt.service.text.translator import Translator
 

@@ -6,7 +6,9 @@ import pytest
 from attnmt.model.search import translate_ids
 from attnmt.model.train import load_model
 from attnmt.service.text.alignment import aggregate_to_words, hard_pairs, word_groups
-from attnmt.service.inference.decoding import BEAM, FORCED, DecodeBatch, Search, SearchOptions, decode_all
+from attnmt.service.inference.batch import DecodeBatch
+from attnmt.service.inference.offline import decode_all
+from attnmt.service.inference.search import BEAM, FORCED, Search, SearchOptions
 from attnmt.service.inference.engine import Engine
 from attnmt.service.errors import InvalidInput
 from attnmt.service.inference.slots import Memory, RowMemory
@@ -184,24 +186,24 @@ def test_encoder_chunks_are_the_cheapest_split(monkeypatch):
     against every split of small random inputs, and the long tail gets its own call."""
     import itertools
     import random
-    from attnmt.service.inference import decoding
+    from attnmt.service.inference import batch as batch_module
 
     def cost(lengths, cuts):
         bounds = [0, *cuts, len(lengths)]
-        return sum(decoding.ENCODER_CALL_PIECES + (b - a) * lengths[a] for a, b in zip(bounds, bounds[1:]))
+        return sum(batch_module.ENCODER_CALL_PIECES + (b - a) * lengths[a] for a, b in zip(bounds, bounds[1:]))
 
     rng = random.Random(3)
-    monkeypatch.setattr(decoding, "ENCODER_MAX_ROWS", 4)
+    monkeypatch.setattr(batch_module, "ENCODER_MAX_ROWS", 4)
     for _ in range(200):
         lengths = sorted((rng.randint(1, 120) for _ in range(rng.randint(1, 9))), reverse=True)
-        chunks = decoding.encoder_chunks(lengths)
+        chunks = batch_module.encoder_chunks(lengths)
         assert [i for c in chunks for i in range(c.start, c.stop)] == list(range(len(lengths)))
         assert all(0 < c.stop - c.start <= 4 for c in chunks)
         allowed = [cuts for r in range(len(lengths)) for cuts in itertools.combinations(range(1, len(lengths)), r)
                    if all(b - a <= 4 for a, b in zip([0, *cuts], [*cuts, len(lengths)]))]
         assert cost(lengths, [c.start for c in chunks[1:]]) == min(cost(lengths, cuts) for cuts in allowed)
-    monkeypatch.setattr(decoding, "ENCODER_MAX_ROWS", 64)
-    assert [c.stop - c.start for c in decoding.encoder_chunks([121, 100] + [40] * 60)][-1] == 60
+    monkeypatch.setattr(batch_module, "ENCODER_MAX_ROWS", 64)
+    assert [c.stop - c.start for c in batch_module.encoder_chunks([121, 100] + [40] * 60)][-1] == 60
 
 
 def test_io_binding_path_gives_the_same_answers(tiny_model, translator):
@@ -388,14 +390,14 @@ def test_cuda_gives_the_cpu_answers(tiny_model, translator):
 
 def test_offline_beams_take_more_rows_per_step_than_greedy(engine, translator, monkeypatch):
     """decode_all's default: 64 rows a step for greedy, 96 with beams (measured faster)."""
-    from attnmt.service.inference import decoding
+    from attnmt.service.inference import offline
     texts = [s for s, _ in synthetic_corpus(100, seed=11)]
     seen: list[int] = []
     original = Engine.step
     monkeypatch.setattr(Engine, "step",
                         lambda self, prev, *a, **k: seen.append(len(prev)) or original(self, prev, *a, **k))
     translator.translate(texts, SearchOptions())
-    assert max(seen) == decoding.OFFLINE_ROWS == 64
+    assert max(seen) == offline.OFFLINE_ROWS == 64
     seen.clear()
     translator.translate(texts, SearchOptions(beam_size=5))
-    assert decoding.OFFLINE_ROWS < max(seen) <= decoding.OFFLINE_BEAM_ROWS == 96
+    assert offline.OFFLINE_ROWS < max(seen) <= offline.OFFLINE_BEAM_ROWS == 96

@@ -7,9 +7,11 @@ import onnxruntime as ort
 import pytest
 
 from attnmt.model.export import slot_graphs
-from attnmt.service.inference.decoding import DecodeBatch, SearchOptions
+from attnmt.service.inference.batch import DecodeBatch
+from attnmt.service.inference.search import SearchOptions
 from attnmt.service.inference.device import DeviceSlots
-from attnmt.service.inference.engine import SLOT_GRAPHS, Engine, EngineOptions
+from attnmt.service.inference.engine import Engine, EngineOptions
+from attnmt.service.inference.sessions import SLOT_GRAPHS
 from attnmt.service.text.translator import Translator
 
 from unit.inference.test_decoding import LONG, SHORT

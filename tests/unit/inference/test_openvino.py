@@ -7,9 +7,9 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from attnmt.service.inference import engine as engine_module
+from attnmt.service.inference import sessions
 from attnmt.service.server.settings import BUNDLED_MODEL
-from attnmt.service.inference.decoding import SearchOptions
+from attnmt.service.inference.search import SearchOptions
 from attnmt.service.inference.engine import Engine, EngineOptions
 from attnmt.service.errors import ModelLoadError
 from attnmt.service.text.translator import Translator
@@ -23,7 +23,7 @@ def _no_device_reason() -> str:
     """Why OpenVINO cannot run here ('' where it can): its plugin lists a CPU device only on
     an Intel CPU (on an AMD EPYC it registers and lists none)."""
     try:
-        engine_module._openvino_devices()
+        sessions.openvino_devices()
     except ModelLoadError as e:
         return str(e)
     return ""
@@ -110,7 +110,7 @@ def test_without_an_openvino_device_every_engine_gets_the_same_clear_error(tiny_
     """As on a CPU where the plugin lists no device (ONNX Runtime's list holds only the CPU
     provider): the library is registered once, and the second engine gets the first one's
     error, not ONNX Runtime's "EP library is already registered"."""
-    cpu_only = [d for d in ort.get_ep_devices() if d.ep_name != engine_module._OPENVINO]
+    cpu_only = [d for d in ort.get_ep_devices() if d.ep_name != sessions.OPENVINO]
     monkeypatch.setattr(ort, "get_ep_devices", lambda: cpu_only)
     real_register, calls = ort.register_execution_provider_library, []
 
@@ -118,7 +118,7 @@ def test_without_an_openvino_device_every_engine_gets_the_same_clear_error(tiny_
         calls.append(name)
         real_register(name, path)   # may say "already registered": this process registered it above
     monkeypatch.setattr(ort, "register_execution_provider_library", register)
-    monkeypatch.setattr(engine_module, "_openvino_registered", False)
+    monkeypatch.setattr(sessions, "_openvino_registered", False)
     errors = []
     for _ in range(2):
         with pytest.raises(ModelLoadError) as caught:
@@ -126,4 +126,4 @@ def test_without_an_openvino_device_every_engine_gets_the_same_clear_error(tiny_
         errors.append(str(caught.value))
     assert errors[0] == errors[1]
     assert "found no CPU device" in errors[0] and "needs an Intel CPU" in errors[0]
-    assert calls == [engine_module._OPENVINO]
+    assert calls == [sessions.OPENVINO]

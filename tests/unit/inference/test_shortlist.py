@@ -62,7 +62,7 @@ def test_a_rows_softmax_runs_over_its_own_candidates(listed_model):
 
 
 def test_output_does_not_depend_on_batch_mates(listed_model):
-    from attnmt.service.inference.decoding import SearchOptions
+    from attnmt.service.inference.search import SearchOptions
     from attnmt.service.text.translator import Translator
     _, listed = engines(listed_model)
     translator = Translator(listed)
@@ -78,7 +78,8 @@ def test_output_does_not_depend_on_batch_mates(listed_model):
 
 
 def test_forced_alignment_beside_shortlisted_sentences_scores_over_the_full_vocabulary(listed_model):
-    from attnmt.service.inference.decoding import DecodeBatch, SearchOptions
+    from attnmt.service.inference.batch import DecodeBatch
+    from attnmt.service.inference.search import SearchOptions
     from attnmt.service.text.translator import Translator
     full, listed = engines(listed_model)
     source, target = "kasa granda vidas peru .", "the big house sees the dog ."
@@ -121,15 +122,16 @@ def test_shortlist_change_is_measured(listed_model, tmp_path):
 
 
 def test_the_union_graph_and_the_masked_full_vocabulary_give_the_same_translation(listed_model, monkeypatch):
-    import attnmt.service.inference.decoding as decoding
-    from attnmt.service.inference.decoding import DecodeBatch, SearchOptions
+    from attnmt.service.inference import vocab_bias
+    from attnmt.service.inference.batch import DecodeBatch
+    from attnmt.service.inference.search import SearchOptions
     from attnmt.service.text.translator import Translator
     _, listed = engines(listed_model)
     translator = Translator(listed)
     sentences = [s for s, _ in synthetic_corpus(12, seed=4)]
     results = {}
     for share in (1e9, 0.0):                  # always the shortlist graph / always the full one, masked
-        monkeypatch.setattr(decoding, "UNION_SHARE", share)
+        monkeypatch.setattr(vocab_bias, "UNION_SHARE", share)
         batch = DecodeBatch(listed)
         batch.add([translator.search(s, SearchOptions()) for s in sentences])
         candidates, bias = batch._vocabulary()

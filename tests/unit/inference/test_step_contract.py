@@ -1,4 +1,4 @@
-"""The step contract carries no RNN assumption (issue 10 §8): a model whose step keeps
+"""The step contract carries no RNN assumption: a model whose step keeps
 a growing per-row cache, as a Transformer decoder's self-attention does, and reads each
 row's position, is served by the same decode loop, on the host and on the device path.
 
@@ -19,7 +19,8 @@ from torch import nn
 
 from attnmt.model.export.rnnsearch import _to_onnx
 from attnmt.model.train import load_model
-from attnmt.service.inference.decoding import DecodeBatch, SearchOptions
+from attnmt.service.inference.batch import DecodeBatch
+from attnmt.service.inference.search import SearchOptions
 from attnmt.service.inference.engine import Engine, EngineOptions
 from attnmt.service.errors import ModelLoadError
 from attnmt.service.modeldir.manifest import (DECODER_INPUTS, DECODER_OUTPUTS, ENCODER_INPUTS, MEMORY_OUTPUTS, GRAPHS,

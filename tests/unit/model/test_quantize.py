@@ -5,7 +5,7 @@ import numpy as np
 import onnx
 import pytest
 
-from attnmt.service.inference.decoding import SearchOptions
+from attnmt.service.inference.search import SearchOptions
 from attnmt.service.inference.engine import Engine, EngineOptions
 from attnmt.service.modeldir.manifest import load_manifest
 from attnmt.service.text.translator import Translator
@@ -15,11 +15,11 @@ from conftest import synthetic_corpus
 SHORT = "peru vidas kasa ."
 LONG = "kasa granda amas libo nova . gato roja havas arbo blanka . sola vidas luna . peru amas mesa roja ."
 CROWD = [LONG, "gato .", SHORT, LONG + " " + LONG, "sola amas luna granda ."]
-# The float graphs' tolerance (tests/test_decoding.py). The quantization sees one row and
-# its int32 accumulation is exact, so batch-mates change nothing through it; they still
+# The float graphs' tolerance (tests/unit/inference/test_decoding.py). The quantization sees one
+# row and its int32 accumulation is exact, so batch-mates change nothing through it; they still
 # change the float attention's last bits (CROWD pads SHORT's source longer), which int8
-# rounding can now and then turn into a whole quantum: on the bundled model 1 of 322 dev
-# translations (docs/benchmarks.md), on the tiny model none of these.
+# rounding can now and then turn into a whole quantum: rarely on the bundled model
+# (docs/benchmarks.md), never on the tiny model's sentences here.
 TOLERANCE = 1e-5
 
 
@@ -127,7 +127,7 @@ def test_the_shortlist_graphs_are_quantized_too(listed_models):
 
 def test_the_int8_shortlist_graph_over_every_id_equals_the_int8_full_graph(listed_models):
     """The engine runs a shortlisted sentence through the shortlist graph or the masked full
-    graph depending on its batch-mates (service/inference/decoding.py), so their int8 output layers
+    graph depending on its batch-mates (service/inference/vocab_bias.py), so their int8 output layers
     must compute the same log-probabilities."""
     _, int8 = listed_models
     full, listed = (Engine(int8, EngineOptions(intra_op_threads=1, shortlist=on)) for on in (False, True))

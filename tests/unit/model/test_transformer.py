@@ -301,9 +301,10 @@ def test_configs_load_for_both_architectures(tmp_path):
 
 
 def test_pytorch_beam_search_is_the_serving_engines(tiny_model, engine):
-    """model/search.py's beam search follows service/inference/decoding.py: the same n-best on the
+    """model/search.py's beam search follows service/inference/beam.py: the same n-best on the
     exported RNNsearch, so `evaluate --run` figures compare with the served model's."""
-    from attnmt.service.inference.decoding import Search, SearchOptions, decode_all
+    from attnmt.service.inference.offline import decode_all
+    from attnmt.service.inference.search import Search, SearchOptions
     model = load_model(tiny_model / "checkpoint.pt")
     tok = Tokenizer(tiny_model / "spm.model")
     ids = [tok.encode(s) for s, _ in synthetic_corpus(24, 5)]

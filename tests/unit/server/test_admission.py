@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from attnmt.service.server.admission import BULK, INTERACTIVE, FairQueue, RetryHint
+from attnmt.service.server.admission import BULK, INTERACTIVE, FairQueue
 
 
 @dataclass(eq=False)
@@ -77,39 +77,3 @@ def test_order_within_a_client_is_kept_and_dead_jobs_are_removed():
     assert removed == [jobs[1]] and len(queue) == 4
     assert take(queue, max_rows=64) == [jobs[0], jobs[2], jobs[3], jobs[4]]
     assert len(queue) == 0
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def test_the_retry_hint_grows_while_refusals_pour_in_and_shrinks_when_they_stop():
-    clock = FakeClock()
-    hint = RetryHint(base=0.5, ceiling=4.0, refusals_per_second=10, clock=clock)
-    delays = []
-    for second in range(6):                   # 100 refusals a second: ten times the target
-        for i in range(100):
-            clock.now = second + i / 100
-            delays.append(hint.refused())
-    assert delays[0] == 0.5 and delays[99] == 0.5        # the first second is only counted
-    assert [delays[100 * s + 1] for s in range(1, 6)] == [1.0, 2.0, 4.0, 4.0, 4.0]   # doubles, up to the ceiling
-    clock.now = 6.2
-    assert hint.refused() == 4.0              # this second's 100 refusals still count as heavy
-    clock.now = 7.5                           # then one refusal in 1.3 s: a quiet second
-    assert hint.refused() == 2.0
-    clock.now = 20.0                          # twelve quiet seconds: back to the base, not below
-    assert hint.refused() == 0.5
-
-
-def test_a_steady_trickle_near_the_target_keeps_the_hint_where_it_is():
-    clock = FakeClock()
-    hint = RetryHint(base=0.5, ceiling=30.0, refusals_per_second=10, clock=clock)
-    hint.delay = 2.0
-    for second in range(5):                   # 7 a second: under the target, over half of it
-        for i in range(7):
-            clock.now = second + i / 7
-            assert hint.refused() == 2.0

@@ -9,11 +9,10 @@ import time
 import numpy as np
 import pytest
 
-from attnmt.service.inference.decoding import SearchOptions
 from attnmt.service.errors import DeadlineExceeded, Overloaded, Unavailable
+from attnmt.service.inference.search import SearchOptions
 from attnmt.service.server.metrics import Metrics
 from attnmt.service.server.scheduler import Scheduler, SchedulerLimits
-
 from conftest import synthetic_corpus
 
 SHORT = "peru vidas kasa ."
@@ -78,7 +77,7 @@ def test_only_a_small_batch_with_nobody_waiting_counts_as_idle(translator, monke
     while the batch has at most IDLE_ROWS rows, nobody waits and nobody was refused lately:
     a lone sentence's steps are idle; with a queue behind a full batch, or just after a
     refusal, they are not."""
-    from attnmt.service.inference.decoding import DecodeBatch
+    from attnmt.service.inference.batch import DecodeBatch
     from attnmt.service.server.worker import IDLE_ROWS
 
     seen: list[tuple[int, bool]] = []
@@ -264,8 +263,8 @@ def test_a_worker_that_dies_fails_its_calls_and_refuses_new_ones(translator, mon
 def test_a_poisoned_sentence_fails_alone_and_its_batch_mates_succeed(translator, monkeypatch):
     """Issue 7 #5: a step that fails whenever one sentence is in the batch fails that
     sentence only; the others (from other requests, in the same steps) are answered."""
-    from attnmt.service.inference.decoding import DecodeBatch
     from attnmt.service.errors import DecodeFailed
+    from attnmt.service.inference.batch import DecodeBatch
     original = DecodeBatch.step
     poison = translator.search("gato roja havas arbo .", SearchOptions())
 

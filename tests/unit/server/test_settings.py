@@ -8,7 +8,6 @@ from attnmt.service.errors import ConfigError
 from attnmt.service.server.settings import Settings, load_settings
 from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.stubs import translator_pb2_grpc as pb_grpc
-
 from conftest import RunningServer
 
 

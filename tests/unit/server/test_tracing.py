@@ -12,11 +12,11 @@ import time
 import grpc
 import pytest
 
-from attnmt.service.server import tracing
 from attnmt.service.errors import ConfigError
-from attnmt.service.server.settings import Settings
-from attnmt.service.server.logs import JsonFormatter
+from attnmt.service.server import tracing
 from attnmt.service.server.app import Server
+from attnmt.service.server.logs import JsonFormatter
+from attnmt.service.server.settings import Settings
 from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.stubs import translator_pb2_grpc as pb_grpc
 

@@ -4,7 +4,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnmt.service.text.alignment import aggregate_to_words, hard_pairs, pharaoh, word_groups
+from attnmt.service.modeldir.links import format_pharaoh, target_argmax, threshold_links
+from attnmt.service.text.alignment import aggregate_to_words, hard_pairs, word_groups
 
 piece = st.sampled_from(["▁la", "▁luz", "s", "▁", ",", "▁Dios", "ción", "▁«", "»", "ó"])
 pieces = st.lists(piece, min_size=1, max_size=12).map(lambda p: p + ["</s>"])
@@ -43,4 +44,12 @@ def test_hard_links_are_in_range_and_thresholds_nest(case, threshold):
     strict = set(hard_pairs(alpha, src, tgt, threshold))
     loose = set(hard_pairs(alpha, src, tgt, threshold / 2))
     assert strict <= loose
-    assert pharaoh(sorted(strict)).count("-") == len(strict)
+    assert format_pharaoh(strict).count("-") == len(strict)
+
+
+def test_hard_links_are_the_rules_of_the_model_directory_without_eos():
+    rng = np.random.default_rng(1)
+    alpha = rng.dirichlet(np.ones(6), size=5)                     # 4 target words + </s>, 5 source words + </s>
+    source, target = [f"s{k}" for k in range(5)] + ["</s>"], [f"t{k}" for k in range(4)] + ["</s>"]
+    assert hard_pairs(alpha, source, target) == sorted(target_argmax(alpha[:-1, :-1]))
+    assert hard_pairs(alpha, source, target, 0.2) == sorted(threshold_links(alpha[:-1, :-1], 0.2))

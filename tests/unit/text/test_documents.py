@@ -11,7 +11,7 @@ import grpc
 import pytest
 
 from attnmt.service.client import Client
-from attnmt.service.inference.decoding import SearchOptions
+from attnmt.service.inference.search import SearchOptions
 from attnmt.service.text.documents import read, sentence_spans, translate_documents
 from attnmt.service.errors import InvalidInput
 from attnmt.service.text.offsets import word_spans

@@ -15,7 +15,7 @@ import pytest
 from attnmt.service.client import Client
 from attnmt.service.errors import ConfigError
 from attnmt.service.server.settings import BUNDLED_MODEL
-from attnmt.service.inference.decoding import SearchOptions
+from attnmt.service.inference.search import SearchOptions
 from attnmt.service.text.glossary import Entry, Glossary, load_all, read_tsv
 from attnmt.bench.glossary import honoured
 from attnmt.service.stubs import translator_pb2 as pb
@@ -63,7 +63,7 @@ def test_tsv_files_and_their_errors(tmp_path):
         load_all({"gone": tmp_path / "missing.tsv"})
 
 
-def test_the_bible_glossary_is_what_the_issue_asks_for():
+def test_the_bible_glossary_has_20_terms_some_of_several_words():
     entries = read_tsv(BIBLE_GLOSSARY)
     assert len(entries) == 20
     assert sum(len(e.source.split()) > 1 for e in entries) >= 5

@@ -1,0 +1,319 @@
+"""The decode batch: rows of many sentences of different lengths decoded
+together over the step graph, one engine step at a time, sentences joining and
+leaving at step boundaries.
+
+`DecodeBatch` is the unit both callers drive: `attnmt translate` adds a whole
+file's sentences and steps until it is empty (`offline.py`); the server's decode
+worker adds sentences at step boundaries as requests arrive (iteration-level
+batching) and hands each one back the step it finishes.
+
+A step costs one ONNX Runtime call and a few numpy operations over all rows:
+greedy and forced rows take the graph's first choice (or their forced token)
+in one vectorised assignment, beam sentences are advanced together by
+`beam.advance_beams`, and histories live in row slots (`slots.Rows`), so a
+finished hypothesis is a slice. The only Python loops are over sentences that
+finish and over beam sentences when their rows are reassigned.
+
+Beam size 1 is greedy search. The step's memory takes one of three paths:
+- every sentence has one row: rows and memory slots coincide and `decoder_step`
+  reads the memory as it is;
+- beams on the host: each row reads a copy of its sentence's memory kept across
+  steps (`slots.RowMemory`), for the same graph;
+- beams on the device path (`device.py`, the default on CUDA): the memory and the
+  state stay on the device and `decoder_step_shared` gathers the memory through
+  a row -> sentence index.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attnmt.service.inference.beam import advance_beams
+from attnmt.service.inference.device import DeviceSlots
+from attnmt.service.inference.engine import Engine, StepOutput
+from attnmt.service.inference.search import BEAM, FORCED, GREEDY, Search
+from attnmt.service.inference.slots import Memory, RowMemory, Rows
+from attnmt.service.inference.vocab_bias import VocabularyBias
+
+# The encoder's cost: about one call overhead per call plus a constant per padded source
+# piece (every row runs to the longest); the overhead is worth about this many padded pieces.
+ENCODER_CALL_PIECES = 48
+ENCODER_MAX_ROWS = 64
+
+
+def encoder_chunks(lengths: list[int]) -> list[slice]:
+    """Split sentences sorted longest first into encoder calls of consecutive sentences
+    that minimise ENCODER_CALL_PIECES per call plus the padded pieces (rows x longest),
+    at most ENCODER_MAX_ROWS a call. Exact, by dynamic programming over the split points
+    (a few thousand additions for 128 sentences); one call over all of them would pad
+    the long tail to the longest."""
+    n = len(lengths)
+    best = [0] + [float("inf")] * n            # best[j]: cost of the first j sentences
+    split = [0] * (n + 1)
+    for j in range(1, n + 1):
+        for i in range(max(0, j - ENCODER_MAX_ROWS), j):
+            cost = best[i] + ENCODER_CALL_PIECES + (j - i) * lengths[i]   # lengths[i]: the chunk's longest
+            if cost < best[j]:
+                best[j], split[j] = cost, i
+    chunks, j = [], n
+    while j:
+        chunks.append(slice(split[j], j))
+        j = split[j]
+    return chunks[::-1]
+
+
+class DecodeBatch:
+    """Rows of many sentences decoded together, one engine step at a time.
+
+    Sentences join with `add` and leave when done (or by `remove`) at step
+    boundaries.
+    """
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self.searches: list[Search] = []
+        self.memory: Memory | None = None
+        self.rows: Rows | None = None
+        self._owner: list[Search | None] = []     # row -> its sentence
+        self._device = DeviceSlots(engine) if engine.io_binding else None   # the device path's buffers
+        self._row_memory = RowMemory()            # beam rows' memory, off the device path
+        self._kinds: tuple | None = None          # _by_kind's answer until sentences join or leave
+        self._bias = VocabularyBias(engine.vocab_size, engine.default_bias)
+
+    def __len__(self) -> int:
+        return len(self.searches)
+
+    @property
+    def n_rows(self) -> int:
+        return self.rows.n if self.rows else 0
+
+    @property
+    def longest(self) -> int:
+        return max((s.src_len for s in self.searches), default=0)
+
+    # --- joining and leaving ---------------------------------------------------
+
+    def encode(self, searches: list[Search]) -> None:
+        """Encode sentences ahead of joining (`add` skips them then), in as few encoder
+        calls as pay: sentences of similar length together (`encoder_chunks`). On the
+        device path `add` encodes (the encoder's output goes straight to the device)."""
+        if self._device is not None:
+            return
+        todo = sorted((s for s in searches if s.encoded is None), key=lambda s: -s.src_len)
+        for chunk in encoder_chunks([s.src_len for s in todo]):
+            group = todo[chunk]
+            encoded = self.engine.encode([s.source for s in group])
+            for i, search in enumerate(group):
+                n = search.src_len
+                state = {name: value[i] for name, value in encoded.init_state.items()}
+                search.encoded = (encoded.annotations[i, :n], encoded.keys[i, :n], state)
+
+    def add(self, searches: list[Search]) -> None:
+        """Let sentences join at the next step (encoding those not encoded yet)."""
+        if not searches:
+            return
+        joining = self._joining(searches)
+        if self.memory is None:
+            annotations, keys, state, _ = joining[0]
+            self.memory = Memory(annotations.shape[-1], keys.shape[-1])
+            self.rows = Rows({name: value.shape for name, value in state.items()})
+        memory, rows = self.memory, self.rows
+        memory.reserve(memory.n + len(searches), max(s.src_len for s in searches))
+        rows.reserve(rows.n + len(searches), max(s.max_length for s in searches) + 1, memory.length)
+        for search, (annotations, keys, state, origin) in zip(searches, joining):
+            search.encoded = None                      # the slot holds it now
+            search.slot = memory.add(annotations, keys, origin)
+            (row,) = rows.add(1)
+            rows.origin[row] = origin
+            rows.put_state(row, state)
+            rows.prev[row], rows.slot[row], rows.score[row], rows.steps[row] = self.engine.bos_id, search.slot, 0, 0
+            rows.kind[row], rows.limit[row] = search.kind, search.max_length
+            search.rows = [int(row)]
+            self._set_owner(row, search)
+        self.searches.extend(searches)
+        self._kinds = None
+
+    def _joining(self, searches: list[Search]) -> list[tuple]:
+        """What each joining sentence brings to its slots: (annotations, keys, initial state,
+        origin). On the device path its numbers stay on the device and the host gets
+        src_len x 0 arrays, no state, and where on the device they are (`device.py`)."""
+        if self._device is None:
+            self.encode(searches)
+            return [(*s.encoded, 0) for s in searches]
+        first = self._device.encode([s.source for s in searches])
+        return [(np.zeros((s.src_len, 0), np.float32),) * 2 + ({}, -1 - (first + j)) for j, s in enumerate(searches)]
+
+    def remove(self, search: Search) -> None:
+        """Drop a sentence before the next step (cancelled or expired)."""
+        self.searches.remove(search)
+        self._kinds = None
+        self._release([search])
+
+    def _leave(self, finished: list[Search]) -> None:
+        done = {s.id for s in finished}
+        self.searches = [s for s in self.searches if s.id not in done]
+        self._kinds = None
+        self._release(finished)
+
+    def _set_owner(self, row: int, search: Search | None) -> None:
+        while len(self._owner) <= row:
+            self._owner.append(None)
+        self._owner[row] = search
+
+    def _free_rows(self, freed: list[int]) -> None:
+        """Release rows; the rows that move into the holes tell their sentences."""
+        for old, new in self.rows.free(freed).items():
+            search = self._owner[old]
+            search.rows[search.rows.index(old)] = new
+            self._owner[new] = search
+        del self._owner[self.rows.n:]
+
+    def _release(self, gone: list[Search]) -> None:
+        """Free the rows and memory slots of sentences that left."""
+        if not gone:
+            return
+        self._free_rows([r for s in gone for r in s.rows])
+        moved = self.memory.free([s.slot for s in gone])
+        if moved:
+            by_slot = {s.slot: s for s in self.searches}
+            for old, new in moved.items():
+                search = by_slot[old]
+                search.slot = new
+                self.rows.slot[search.rows] = new
+        for s in gone:
+            s.rows, s.slot = [], -1
+        self.memory.shrink(self.longest)
+
+    # --- one step ------------------------------------------------------------
+
+    def step(self, idle: bool = False) -> list[Search]:
+        """Run one decoder step for every row; return the sentences that finished. idle: the
+        machine has cores to spare (the server's worker decides; Engine.step(idle=))."""
+        if not self.searches:
+            return []
+        step_memory, memory_index = self._step_memory()      # may put rows back in slot order
+        R = self.rows.n
+        special, beams, forced, k = (self._by_kind() if (self.rows.kind[:R] != GREEDY).any()
+                                     else ((), (), (), 1))
+        forced_next = np.zeros(R, dtype=np.int64)                          # R: forced rows' next token
+        for s in forced:
+            forced_next[s.rows[0]] = s.forced[s.steps]
+        out = self._run(step_memory, memory_index, k, forced_next, idle)
+        t = self._keep_alpha_and_state(out)                                # R: where this step wrote
+
+        finished: list[Search] = []
+        if len(special) < len(self.searches):
+            finished += self._advance_one_token(GREEDY, out.topk_ids[:, 0], out.topk_log_probs[:, 0], t)
+        if forced:
+            finished += self._advance_one_token(FORCED, forced_next, out.forced_log_probs, t)
+        for search in special:                     # greedy sentences count steps in rows.steps
+            search.steps += 1
+        if beams:
+            finished += self._advance_beams(beams, out, t)
+        if finished:
+            self._leave(finished)
+        return finished
+
+    def _step_memory(self) -> tuple[tuple, np.ndarray | None]:
+        """The step's memory feeds, and the row -> memory slot index where the graph gathers
+        it (None: row r reads memory row r). One of the three paths in the module docstring."""
+        rows, memory = self.rows, self.memory
+        if rows.n == memory.n:          # one row per sentence: the direct graph, row r -> slot r
+            if not np.array_equal(rows.slot[:rows.n], np.arange(rows.n)):
+                self._align_rows_to_slots()
+            return self._memory(), None
+        if self._device is not None:    # the memory stays on the device: the graph gathers it there
+            memory_index = rows.slot[:rows.n].copy()
+            return self._memory(), memory_index
+        # on the host: the rows' copies, kept across steps
+        return self.engine.row_memory(self._row_memory, memory, rows.slot[:rows.n]), None
+
+    def _memory(self) -> tuple:
+        return self.memory.view() if self._device is None else self._device.step_memory(self.memory)
+
+    def _align_rows_to_slots(self) -> None:
+        """After beam sentences left, put row i back on memory slot i (the direct graph's layout)."""
+        order = np.argsort(self.rows.slot[:self.rows.n], kind="stable")
+        self.rows.permute(order)
+        for search in self.searches:
+            search.rows = [search.slot]
+            self._owner[search.slot] = search
+
+    def _by_kind(self) -> tuple[list[Search], list[Search], list[Search], int]:
+        """(beam and forced sentences, beam ones, forced ones, the largest beam): only these
+        need a per-sentence look at each step; worked out again when sentences join or leave."""
+        if self._kinds is None:
+            special = [s for s in self.searches if s.kind != GREEDY]
+            beams = [s for s in special if s.kind == BEAM]
+            self._kinds = (special, beams, [s for s in special if s.kind == FORCED],
+                           max((s.options.beam_size for s in beams), default=1))
+        return self._kinds
+
+    def _vocabulary(self) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """(candidates, vocab_bias per memory slot): (None, None) with the shortlist off (the
+        default), else `vocab_bias.VocabularyBias`'s answer."""
+        if self.engine.shortlist is None:
+            return None, None
+        return self._bias.per_slot(self.searches, self.memory)
+
+    def _run(self, step_memory: tuple, memory_index: np.ndarray | None, k: int, forced_next: np.ndarray,
+             idle: bool) -> StepOutput:
+        """The engine's step over all R rows, each returning its k best tokens."""
+        rows, engine = self.rows, self.engine
+        R = rows.n
+        candidates, slot_bias = self._vocabulary()
+        bias = None if slot_bias is None else slot_bias[rows.slot[:R]]   # R x C (or V)
+        state = ({n: a[:R] for n, a in rows.state.items()} if self._device is None
+                 else self._device.step_state(rows))
+        return engine.step(rows.prev[:R], state, step_memory, k, forced_next, memory_index, vocab_bias=bias,
+                           candidates=candidates, idle=idle, positions=rows.steps[:R] if engine.positions else None)
+
+    def _keep_alpha_and_state(self, out: StepOutput) -> np.ndarray:
+        """Write each row's α into its history and keep the new state; returns t (R), the
+        history position this step wrote for each row."""
+        rows = self.rows
+        R = rows.n
+        t = rows.steps[:R].copy()                                          # R
+        S = out.alpha.shape[1]
+        rows.reserve(R, int(t.max()) + 2, S)
+        everyone = np.arange(R)
+        rows.alpha[everyone, t, :S] = out.alpha                            # α belongs to the row that produced it
+        if S < rows.length:
+            rows.alpha[everyone, t, S:] = 0
+        if self._device is None:
+            rows.store_state(out.state, R)
+        else:
+            self._device.keep(out.state)
+        return t
+
+    def _advance_one_token(self, kind: int, tokens: np.ndarray, log_probs: np.ndarray,
+                           t: np.ndarray) -> list[Search]:
+        """Rows of one `kind` that take a single token each (greedy: the graph's first choice;
+        forced: the given one), in one vectorised assignment; returns the sentences that end:
+        at their length limit, or greedy ones at </s>."""
+        rows = self.rows
+        chosen = np.flatnonzero(rows.kind[:rows.n] == kind)
+        tok, lp = tokens[chosen], log_probs[chosen]
+        rows.tokens[chosen, t[chosen]] = tok
+        rows.log_probs[chosen, t[chosen]] = lp
+        rows.prev[chosen] = tok
+        rows.score[chosen] += lp
+        rows.steps[chosen] += 1
+        ending = (rows.steps[chosen] >= rows.limit[chosen]) | ((tok == self.engine.eos_id) & (kind == GREEDY))
+        finished = []
+        for row in chosen[ending]:
+            search = self._owner[row]
+            n = int(rows.steps[row])
+            search.finish(rows.tokens[row, :n].copy(), rows.log_probs[row, :n].copy(),
+                          rows.alpha[row, :n, :search.src_len].copy())
+            search.done = True
+            finished.append(search)
+        return finished
+
+    def _advance_beams(self, beams: list[Search], out: StepOutput, t: np.ndarray) -> list[Search]:
+        step = advance_beams(self.rows, beams, out.topk_ids, out.topk_log_probs, t, self.engine.eos_id)
+        for row, search in step.opened:
+            self._set_owner(row, search)
+        if step.freed:
+            self._free_rows(step.freed)
+        return step.finished

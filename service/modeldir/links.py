@@ -1,0 +1,183 @@
+"""Word links, a shared file format and the rules that make them, used by both worlds:
+model/ writes statistical links as training data (`attnmt data links`), the server
+makes its hard links from α with them, and bench/ scores every rule against the gold
+set. numpy and the standard library only.
+
+A link is (i, j): i a source word, j a target word, 0-based, as Pharaoh's `i-j` (the
+format of fast_align, eflomal and Marian; `</s>` is never a word). Gold files mark
+Sure links `i-j` and Possible-only links `ipj`; Sure ⊆ Possible. The gold set is one
+TSV per split (tests/data/gold-alignments/): id, domain, source, target, links.
+
+Rules from a soft alignment α (target words x source words): each target word's
+argmax (what the server returns by default), each source word's, every cell over a
+threshold, and the symmetrisation of two directional alignments: Koehn, Och & Marcu
+(2003) and Moses' grow-diag-final(-and), read as fast_align's `atools` does: start from
+the intersection of the two directions, grow into neighbouring (diagonals included)
+union points that align a word not yet aligned, then (final) add each direction's
+points whose source or (final-and) source and target words are still unaligned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+Links = set[tuple[int, int]]
+
+# Koehn's order: the four sides first, then the diagonals.
+NEIGHBOURS = ((-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1))
+RULES = ("target-argmax", "source-argmax", "intersection", "union",
+         "grow-diag", "grow-diag-final", "grow-diag-final-and")
+GOLD_HEADER = ["id", "domain", "source", "target", "links"]
+
+
+# --- Pharaoh ------------------------------------------------------------------
+
+def parse_pharaoh(text: str) -> tuple[Links, Links]:
+    """`0-0 1p2 ...` -> (sure, possible), possible ⊇ sure. A file of predicted links
+    has only `i-j`, so both sets are the same."""
+    sure: Links = set()
+    possible: Links = set()
+    for item in text.split():
+        sep = "p" if "p" in item else "-"
+        i, j = item.split(sep)
+        link = (int(i), int(j))
+        possible.add(link)
+        if sep == "-":
+            sure.add(link)
+    return sure, possible
+
+
+def format_pharaoh(links: Iterable[tuple[int, int]]) -> str:
+    """`i-j` items in (source, target) order."""
+    return " ".join(f"{i}-{j}" for i, j in sorted(links))
+
+
+def read_links(path) -> list[Links]:
+    """One Pharaoh line per sentence pair (Possible marks, if any, read as links)."""
+    with open(path, encoding="utf-8") as f:
+        return [parse_pharaoh(line)[1] for line in f]
+
+
+# --- the gold set -------------------------------------------------------------
+
+@dataclass
+class GoldPair:
+    id: str
+    domain: str
+    source: str
+    target: str
+    sure: Links
+    possible: Links
+    annotated: bool                 # an empty links field is a pair not yet aligned by hand: not scored
+
+
+def read_gold(path: Path) -> list[GoldPair]:
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    if lines[0].split("\t") != GOLD_HEADER:
+        raise ValueError(f"{path}: the header must be {' '.join(GOLD_HEADER)} (tab-separated)")
+    pairs = []
+    for n, line in enumerate(lines[1:], 2):
+        fields = line.split("\t")
+        if len(fields) != 5:
+            raise ValueError(f"{path}:{n}: expected 5 tab-separated fields, got {len(fields)}")
+        sure, possible = parse_pharaoh(fields[4])
+        pair = GoldPair(fields[0], fields[1], fields[2], fields[3], sure, possible, bool(fields[4].strip()))
+        src, tgt = len(pair.source.split()), len(pair.target.split())
+        if any(not (0 <= i < src and 0 <= j < tgt) for i, j in possible):
+            raise ValueError(f"{path}:{n} ({pair.id}): a link is outside {src} source x {tgt} target words")
+        pairs.append(pair)
+    return pairs
+
+
+# --- links from a soft alignment ----------------------------------------------
+
+def target_argmax(alpha: np.ndarray) -> Links:
+    """alpha: target words x source words (no </s>). Each target word's strongest
+    source word: what the server returns by default."""
+    return {(int(i), j) for j, i in enumerate(alpha.argmax(axis=1))} if alpha.size else set()
+
+
+def source_argmax(alpha: np.ndarray) -> Links:
+    """Each source word's strongest target word (a column argmax of the same α)."""
+    return {(i, int(j)) for i, j in enumerate(alpha.argmax(axis=0))} if alpha.size else set()
+
+
+def threshold_links(alpha: np.ndarray, threshold: float) -> Links:
+    """Every cell with α >= threshold (as the server's `alignment_threshold`)."""
+    rows, cols = np.nonzero(alpha >= threshold)                                 # target, source
+    return {(int(i), int(j)) for j, i in zip(rows, cols)}
+
+
+def diagonal(source_words: int, target_words: int) -> Links:
+    """No model at all: target word j links to the source word at the same relative
+    position (a floor for every rule)."""
+    if not source_words:
+        return set()
+    return {(min(source_words - 1, int(j * source_words / target_words)), j) for j in range(target_words)}
+
+
+# --- symmetrisation -----------------------------------------------------------
+
+def grow_diag(forward: Links, backward: Links, final: str | None = None) -> Links:
+    """forward, backward: two directional alignments of one pair. final: None
+    (grow-diag), "final" or "final-and"."""
+    union = forward | backward
+    links = forward & backward
+    source_done = {i for i, _ in links}
+    target_done = {j for _, j in links}
+
+    def add(link: tuple[int, int]) -> None:
+        links.add(link)
+        source_done.add(link[0])
+        target_done.add(link[1])
+
+    grown = True
+    while grown:
+        grown = False
+        for i, j in sorted(links, key=lambda link: (link[1], link[0])):        # target words outer, as Koehn
+            for di, dj in NEIGHBOURS:
+                new = (i + di, j + dj)
+                if new in union and new not in links and (new[0] not in source_done or new[1] not in target_done):
+                    add(new)
+                    grown = True
+    if final is not None:
+        for directional in (forward, backward):
+            for i, j in sorted(directional, key=lambda link: (link[1], link[0])):
+                if (i, j) in links:
+                    continue
+                if final == "final-and":
+                    if i not in source_done and j not in target_done:
+                        add((i, j))
+                elif i not in source_done or j not in target_done:
+                    add((i, j))
+    return links
+
+
+def symmetrise(forward: Links, backward: Links, rule: str) -> Links:
+    """One of RULES, forward taken as the target-side argmax (each target word's
+    link) and backward as the source-side one."""
+    if rule == "target-argmax":
+        return set(forward)
+    if rule == "source-argmax":
+        return set(backward)
+    if rule == "intersection":
+        return forward & backward
+    if rule == "union":
+        return forward | backward
+    if rule == "grow-diag":
+        return grow_diag(forward, backward)
+    if rule == "grow-diag-final":
+        return grow_diag(forward, backward, "final")
+    if rule == "grow-diag-final-and":
+        return grow_diag(forward, backward, "final-and")
+    raise ValueError(f"unknown symmetrisation rule {rule!r}; one of {', '.join(RULES)}")
+
+
+def rules_from_alpha(alpha: np.ndarray) -> dict[str, Links]:
+    """Every symmetrisation rule read from one word-level α (target x source, no </s>)."""
+    forward, backward = target_argmax(alpha), source_argmax(alpha)
+    return {rule: symmetrise(forward, backward, rule) for rule in RULES}

@@ -1,0 +1,109 @@
+"""Word links on hand-made cases (attnmt.service.modeldir.links): the Pharaoh format,
+the gold set's TSV, and the rules that make links from α or two directional alignments."""
+
+import numpy as np
+import pytest
+
+from attnmt.service.modeldir.links import (diagonal, format_pharaoh, grow_diag, parse_pharaoh, read_gold,
+                                          read_links, rules_from_alpha, source_argmax, symmetrise, target_argmax,
+                                          threshold_links)
+
+GOLD_HEADER = "id\tdomain\tsource\ttarget\tlinks\n"
+
+
+def test_pharaoh_sure_and_possible():
+    sure, possible = parse_pharaoh("0-0 1p2 2-1\n")
+    assert sure == {(0, 0), (2, 1)}
+    assert possible == {(0, 0), (1, 2), (2, 1)}                # Sure ⊆ Possible
+    assert parse_pharaoh("") == (set(), set())
+    assert format_pharaoh({(2, 1), (0, 0), (1, 2)}) == "0-0 1-2 2-1"
+    assert format_pharaoh([]) == ""
+
+
+def test_a_links_file_has_one_line_per_pair(tmp_path):
+    path = tmp_path / "test.links"
+    path.write_text("0-0 1-1\n\n2p0 0-1\n", encoding="utf-8")
+    assert read_links(path) == [{(0, 0), (1, 1)}, set(), {(2, 0), (0, 1)}]     # Possible marks read as links
+    assert [format_pharaoh(links) for links in read_links(path)] == ["0-0 1-1", "", "0-1 2-0"]
+
+
+def test_read_gold(tmp_path):
+    (tmp_path / "dev.tsv").write_text(GOLD_HEADER + "x\tbible\tuna casa\ta house\t0-0 1-1 0p1\n"
+                                      "y\tsoftware\tGuardar como\tSave as\t\n", encoding="utf-8")
+    done, todo = read_gold(tmp_path / "dev.tsv")
+    assert (done.id, done.domain, done.source, done.target) == ("x", "bible", "una casa", "a house")
+    assert done.sure == {(0, 0), (1, 1)} and done.possible == {(0, 0), (1, 1), (0, 1)} and done.annotated
+    assert not todo.annotated and todo.possible == set()       # not aligned by hand yet
+
+
+def test_read_gold_refuses_links_outside_the_sentence(tmp_path):
+    (tmp_path / "dev.tsv").write_text(GOLD_HEADER + "x\tbible\tuna casa\ta house\t0-0 1-2\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="outside 2 source x 2 target words"):
+        read_gold(tmp_path / "dev.tsv")
+    (tmp_path / "dev.tsv").write_text("id\tsource\ttarget\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="header"):
+        read_gold(tmp_path / "dev.tsv")
+
+
+# α: target words (rows) x source words (columns); links are (source, target)
+ALPHA = np.array([
+    [0.7, 0.2, 0.1, 0.0],
+    [0.1, 0.3, 0.6, 0.0],
+    [0.0, 0.5, 0.4, 0.1],
+    [0.0, 0.1, 0.2, 0.7],
+])
+
+
+def test_argmaxes_and_threshold_on_a_known_matrix():
+    assert target_argmax(ALPHA) == {(0, 0), (2, 1), (1, 2), (3, 3)}
+    assert source_argmax(ALPHA) == {(0, 0), (1, 2), (2, 1), (3, 3)}
+    assert threshold_links(ALPHA, 0.5) == {(0, 0), (2, 1), (1, 2), (3, 3)}
+    assert threshold_links(ALPHA, 0.35) == {(0, 0), (2, 1), (1, 2), (2, 2), (3, 3)}
+    assert target_argmax(np.zeros((0, 3))) == source_argmax(np.zeros((0, 3))) == set()
+
+
+def test_symmetrisation_on_a_known_matrix():
+    alpha = np.array([                                            # target x source
+        [0.8, 0.1, 0.1],
+        [0.1, 0.5, 0.4],
+        [0.1, 0.3, 0.6],
+        [0.1, 0.6, 0.3],
+    ])
+    forward, backward = target_argmax(alpha), source_argmax(alpha)
+    assert forward == {(0, 0), (1, 1), (2, 2), (1, 3)}
+    assert backward == {(0, 0), (1, 3), (2, 2)}
+    rules = rules_from_alpha(alpha)
+    assert rules["intersection"] == {(0, 0), (1, 3), (2, 2)}
+    assert rules["union"] == forward
+    # (1, 1) neighbours (2, 2) diagonally and target word 1 is unaligned: grown
+    assert rules["grow-diag"] == forward
+    assert rules["grow-diag-final-and"] == forward
+
+
+def test_grow_diag_final_and_differs_from_final():
+    # forward has (2, 0), whose source word 2 is unaligned but target word 0 is: final adds it, final-and does not
+    forward = {(0, 0), (2, 0)}
+    backward = {(0, 0), (1, 3)}
+    assert grow_diag(forward, backward) == {(0, 0)}                       # no neighbour of (0, 0) in the union
+    assert grow_diag(forward, backward, "final") == {(0, 0), (2, 0), (1, 3)}
+    assert grow_diag(forward, backward, "final-and") == {(0, 0), (1, 3)}
+    assert symmetrise(forward, backward, "grow-diag-final-and") == {(0, 0), (1, 3)}
+    with pytest.raises(ValueError, match="unknown"):
+        symmetrise(forward, backward, "grow")
+
+
+def test_grow_diag_only_grows_into_the_union_and_unaligned_words():
+    # a full 3x3 union with the diagonal intersection: nothing to grow, every word aligned already
+    forward = {(i, j) for i in range(3) for j in range(3)}
+    backward = {(0, 0), (1, 1), (2, 2)}
+    assert grow_diag(forward, backward) == backward
+    # a diagonal chain reached step by step from one intersection point
+    forward = {(0, 0), (1, 1), (2, 2), (3, 3)}
+    backward = {(0, 0)}
+    assert grow_diag(forward, backward) == forward
+
+
+def test_diagonal():
+    assert diagonal(4, 2) == {(0, 0), (2, 1)}
+    assert diagonal(2, 4) == {(0, 0), (0, 1), (1, 2), (1, 3)}
+    assert diagonal(0, 3) == set()
