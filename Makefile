@@ -40,8 +40,8 @@ serve: $(VENV)/.runtime
 test: $(VENV)/.dev
 	@command -v promtool >/dev/null || (apt-get update -qq && apt-get install -y -qq prometheus >/dev/null) \
 		|| echo "promtool could not be installed: the promtool checks will be skipped"
-# The linter ([tool.ruff] in pyproject.toml), before the tests: enabled once the tree is clean.
-#	$(BIN)/ruff check .
+# The linter ([tool.ruff] in pyproject.toml) runs before the tests.
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 
 data: $(VENV)/.dev

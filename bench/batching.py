@@ -219,8 +219,9 @@ def plot_bench_server(report: dict, path: Path) -> None:
 
     fig, axes = plt.subplots(2, 2, figsize=(10, 7.5))
     style = {"continuous": dict(color="tab:blue", marker="o"), "request": dict(color="tab:orange", marker="s")}
-    for row, (loop, x_key, x_label) in enumerate((("closed", "concurrency", "concurrent clients (closed loop)"),
-                                                  ("open", "offered_per_s", "offered sentences/s (open loop, Poisson)"))):
+    for row, (loop, x_key, x_label) in enumerate((
+            ("closed", "concurrency", "concurrent clients (closed loop)"),
+            ("open", "offered_per_s", "offered sentences/s (open loop, Poisson)"))):
         for mode in MODES:
             by_x: dict[float, list[dict]] = {}            # several arrival traces: their median
             for p in report["points"]:

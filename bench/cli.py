@@ -229,7 +229,6 @@ def _numbers(kind):
 
 def cmd_bench_server(args: argparse.Namespace) -> int:
     from attnmt.bench.batching import bench_server, format_bench_server, plot_bench_server
-
     from attnmt.bench.offline import source_sentences
     report = bench_server(args.model, source_sentences(args.model, args.data, args.sentences), args.concurrency,
                           args.loads, args.rates, args.requests, args.beam, args.seed,
@@ -248,7 +247,6 @@ def cmd_bench_offline(args: argparse.Namespace) -> int:
 
 def cmd_bench_serving(args: argparse.Namespace) -> int:
     from attnmt.bench.loadtest import bench_serving, format_serving
-
     from attnmt.bench.offline import source_sentences
     sentences = source_sentences(args.model, args.data, args.sentences)
     settings = dict(item.split("=", 1) for item in args.set)

@@ -16,13 +16,12 @@ from pathlib import Path
 
 import sacrebleu
 
-from attnmt.service.inference.search import SearchOptions
-from attnmt.service.inference.engine import Engine, EngineOptions
-from attnmt.service.plotting import plot_alignment
-from attnmt.service.text.translator import Translator
-
 from attnmt.model.data.corpus import corpus_files, read_parallel
 from attnmt.model.data.placeholders import find as find_placeholders
+from attnmt.service.inference.engine import Engine, EngineOptions
+from attnmt.service.inference.search import SearchOptions
+from attnmt.service.plotting import plot_alignment
+from attnmt.service.text.translator import Translator
 
 
 def apertium(sources: list[str]) -> list[str] | None:

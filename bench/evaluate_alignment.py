@@ -37,13 +37,21 @@ from pathlib import Path
 
 import numpy as np
 
-from attnmt.service.inference.engine import Engine
-from attnmt.service.modeldir.links import (RULES, GoldPair, Links, diagonal, read_gold, read_links,
-                                          rules_from_alpha, threshold_links)
-from attnmt.service.text.alignment import EOS_TOKEN, word_groups
-from attnmt.service.text.translator import Hypothesis, Translator
 from attnmt.bench.aer import aer_ratio, pair_counts, score_with_intervals, scores
 from attnmt.bench.loadtest import describe, machine
+from attnmt.service.inference.engine import Engine
+from attnmt.service.modeldir.links import (
+    RULES,
+    GoldPair,
+    Links,
+    diagonal,
+    read_gold,
+    read_links,
+    rules_from_alpha,
+    threshold_links,
+)
+from attnmt.service.text.alignment import EOS_TOKEN, word_groups
+from attnmt.service.text.translator import Hypothesis, Translator
 
 GOLD = Path(__file__).resolve().parent.parent / "tests" / "data" / "gold-alignments"
 READINGS = {"attention": 0, "shift-1": -1, "shift-att": 1, "shift+2": 2}   # reading: steps after piece k's own
@@ -170,7 +178,7 @@ def evaluate_alignment(model_dir: Path, gold_dir: Path = GOLD, splits=("dev", "t
             "rules": {}}
         if not pairs:
             continue
-        found_by = lambda name: [by_pair[id(p)][name] for p in pairs]                          # noqa: E731
+        found_by = lambda name: [by_pair[id(p)][name] for p in pairs]                          # noqa: E731, B023
         for name in [n for n in by_pair[id(pairs[0])] if " >= " not in n]:
             entry["rules"][name] = _score(pairs, found_by(name), samples, seed)
         prefixes = ["served: α"] + [f"{r} α" for r in list(READINGS)[1:]]

@@ -30,8 +30,8 @@ from pathlib import Path
 import grpc
 import numpy as np
 
-from attnmt.service.inference.search import SearchOptions
 from attnmt.service.inference.engine import Engine, EngineOptions
+from attnmt.service.inference.search import SearchOptions
 from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.stubs import translator_pb2_grpc as pb_grpc
 from attnmt.service.text.translator import Translator

@@ -33,15 +33,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from attnmt.service.inference.offline import decode_all
-
-from attnmt.service.inference.search import Search, SearchOptions
-from attnmt.service.inference.engine import Engine, EngineOptions
 from attnmt.bench.loadtest import TimedEngine, describe, format_targets, machine, spread, target
+from attnmt.model.data.corpus import corpus_files, read_parallel
+from attnmt.service.inference.engine import Engine, EngineOptions
+from attnmt.service.inference.offline import decode_all
+from attnmt.service.inference.search import Search, SearchOptions
 from attnmt.service.modeldir.manifest import load_manifest
 from attnmt.service.text.translator import Translator
-
-from attnmt.model.data.corpus import corpus_files, read_parallel
 
 
 def source_sentences(model_dir: Path, data_dir: Path, sentences: int | None = None) -> list[str]:
@@ -97,8 +95,8 @@ def bench_engine(model_dir: Path, data_dir: Path, sentences: int = 200, repeats:
         _ort_run(engine, subset[:8], batch)            # warm-up both
         _torch_run(model, subset[:8], batch)
         for _ in range(repeats):
-            for name, run in (("pytorch", lambda: _torch_run(model, subset, batch)),
-                              ("onnxruntime", lambda: _ort_run(engine, subset, batch))):
+            for name, run in (("pytorch", lambda: _torch_run(model, subset, batch)),  # noqa: B023
+                              ("onnxruntime", lambda: _ort_run(engine, subset, batch))):  # noqa: B023
                 seconds, tokens = run()
                 if seconds < best[name][0]:
                     best[name] = (seconds, tokens)

@@ -35,10 +35,11 @@ from pathlib import Path
 import grpc
 import numpy as np
 
-from attnmt.service.client import retry_delay
 from attnmt.bench.loadtest import ServerProcess, cpu_seconds_self, describe, format_targets, machine, target
+from attnmt.service.client import retry_delay
 from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.stubs import translator_pb2_grpc as pb_grpc
+
 
 def runs(callers: int = 512, baseline_callers: int = 64) -> tuple:
     """(name, callers, retry) of the three runs."""

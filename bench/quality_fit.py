@@ -24,9 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-from attnmt.service.modeldir.corpus import read_split
-from attnmt.service.inference.search import SearchOptions
 from attnmt.service.inference.engine import Engine
+from attnmt.service.inference.search import SearchOptions
+from attnmt.service.modeldir.corpus import read_split
 from attnmt.service.modeldir.manifest import MANIFEST, write_manifest
 from attnmt.service.text.quality import DEFAULT_COVERAGE_THRESHOLD, FEATURES, QualityModel
 from attnmt.service.text.translator import Translator
@@ -146,7 +146,8 @@ def fit_translation(x: np.ndarray, chrf: np.ndarray) -> dict:
     (Guerreiro et al. 2023): on the bundled model an in-sample fit of every feature
     ranked the test sentences slightly worse than Seq-Logprob alone."""
     alone = [FEATURES.index("mean_log_prob")]
-    cv = {"combined": round(held_out_spearman(x, chrf), 4), "mean_log_prob": round(held_out_spearman(x, chrf, alone), 4)}
+    cv = {"combined": round(held_out_spearman(x, chrf), 4),
+          "mean_log_prob": round(held_out_spearman(x, chrf, alone), 4)}
     selected = "combined" if cv["combined"] > cv["mean_log_prob"] else "mean_log_prob"
     spec = fit_logistic(x, np.clip(chrf / 100.0, 0.0, 1.0), only=None if selected == "combined" else alone)
     spec["selected"], spec["dev_held_out_spearman"] = selected, cv

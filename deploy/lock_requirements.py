@@ -26,8 +26,9 @@ import re
 import subprocess
 import sys
 import tempfile
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCKS = ROOT / "deploy" / "requirements"
@@ -56,7 +57,8 @@ def requested(build: str, release: str | None) -> list[str]:
     """What the lock for `build` is resolved from, as pyproject.toml states it."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     extras, ort = BUILDS[build]
-    wanted = project["project"]["dependencies"] + [r for e in extras for r in project["project"]["optional-dependencies"][e]]
+    wanted = project["project"]["dependencies"] + [r for e in extras
+                                                   for r in project["project"]["optional-dependencies"][e]]
     return [*project["build-system"]["requires"], *(r for r in wanted if name_of(r) not in ORT_NAMES),
             ort.format(release=release)]
 

@@ -31,7 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     _held_out_corpus(corpus, "prose", cmd_data_prose, "LibreOffice's and GNOME's help: paragraphs paired by id "
                      "or structure, sentences aligned (Gale-Church), split by page (model/data/prose.py)", cache=True)
     _held_out_corpus(corpus, "backtranslate", cmd_data_backtranslate, "everyday English (WordNet examples, "
-                     "fortunes) turned into tagged synthetic Spanish by Apertium (model/data/backtranslation.py)", cache=True)
+                     "fortunes) turned into tagged synthetic Spanish by Apertium (model/data/backtranslation.py)",
+                     cache=True)
     _held_out_corpus(corpus, "cldr", cmd_data_cldr, "weekday, month, country, language, unit and relative-time "
                      "phrase pairs from CLDR via babel (model/data/cldr.py)")
     _held_out_corpus(corpus, "dictionary", cmd_data_dictionary, "everyday nouns, adjectives and verbs as short "
@@ -106,7 +107,8 @@ def _held_out_corpus(corpus: argparse._SubParsersAction, name: str, func, help: 
                    help="directories whose dev and test sentences leave the training data (default: "
                         + " ".join(map(str, HELD_OUT)) + ")")
     if cache:
-        c.add_argument("--cache", type=Path, help="where downloaded and unpacked packages are kept (default: OUT/cache)")
+        c.add_argument("--cache", type=Path,
+                       help="where downloaded and unpacked packages are kept (default: OUT/cache)")
     c.set_defaults(func=func)
 
 

@@ -17,10 +17,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from attnmt.model.batching import inference_batches, make_batch
 from attnmt.model.architectures.rnnsearch import RNNsearch
-from attnmt.model.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from attnmt.model.architectures.transformer import Transformer
+from attnmt.model.batching import inference_batches, make_batch
+from attnmt.model.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from attnmt.service.modeldir.vocabulary import never_generated
 
 MAX_TARGET_TOKENS = 512     # the server's cap on a translation (service/server/settings.py max_target_tokens)
@@ -169,7 +169,8 @@ def beam_search(model: RNNsearch | Transformer, src: Tensor, lengths: Tensor, be
                     hyp_lps = history_lp[p].tolist() + [token_lp[i, c].item()]
                     hyp_alpha = torch.cat([history_alpha[p], alpha[p].unsqueeze(0)])[:, :src_len[sentence]]
                     norm = len(hyp_tokens) ** length_penalty if length_penalty else 1.0
-                    finished[sentence].append(FinishedHypothesis(hyp_tokens, hyp_lps, hyp_alpha.numpy(), score, score / norm))
+                    finished[sentence].append(FinishedHypothesis(hyp_tokens, hyp_lps, hyp_alpha.numpy(), score,
+                                                                 score / norm))
                 else:
                     continuing.append((p, tok, score))
             if continuing and len(finished[sentence]) < K:
@@ -177,7 +178,7 @@ def beam_search(model: RNNsearch | Transformer, src: Tensor, lengths: Tensor, be
         if not still:
             break
         # Rows of the sentences that go on: K each, the continuing candidates first, dead rows after.
-        for slot, (i, sentence, continuing) in enumerate(still):
+        for _slot, (i, _sentence, continuing) in enumerate(still):
             for c in range(K):
                 p, tok, score = continuing[c] if c < len(continuing) else (i * K, PAD_ID, float("-inf"))
                 parents.append(p)

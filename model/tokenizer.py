@@ -13,8 +13,8 @@ from typing import Iterable
 
 import sentencepiece as spm
 
-from attnmt.service.modeldir.tokenizer import Tokenizer as ServingTokenizer
 from attnmt.service.modeldir.manifest import SpecialIds
+from attnmt.service.modeldir.tokenizer import Tokenizer as ServingTokenizer
 
 _IDS = SpecialIds()         # the special ids of the model-directory contract
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = _IDS.pad, _IDS.unk, _IDS.bos, _IDS.eos

@@ -31,16 +31,22 @@ import torch
 import torch.nn.functional as F
 import yaml
 
+from attnmt.model.architectures.rnnsearch import ModelConfig, RNNsearch, count_parameters
+from attnmt.model.architectures.transformer import Transformer, TransformerConfig
 from attnmt.model.batching import bucket_batches, make_batch
 from attnmt.model.data.corpus import corpus_files, read_parallel
-from attnmt.model.guided_alignment import (GuidedAlignmentConfig, corpus_piece_links, guide_matrix, guided_alignment_loss,
-                               load_links, save_links)
-from attnmt.model.architectures.rnnsearch import ModelConfig, RNNsearch, count_parameters
 from attnmt.model.data.placeholders import SENTINELS, protect_share
+from attnmt.model.guided_alignment import (
+    GuidedAlignmentConfig,
+    corpus_piece_links,
+    guide_matrix,
+    guided_alignment_loss,
+    load_links,
+    save_links,
+)
 from attnmt.model.search import translate_ids
 from attnmt.model.tokenizer import MODEL_FILE, PAD_ID, Tokenizer, train_tokenizer
 from attnmt.model.transfer import WIDENABLE, transfer_state, widen_state
-from attnmt.model.architectures.transformer import Transformer, TransformerConfig
 
 # architecture -> (its model config, its network)
 ARCHITECTURES = {"rnnsearch": (ModelConfig, RNNsearch), "transformer": (TransformerConfig, Transformer)}
@@ -48,8 +54,9 @@ ARCHITECTURES = {"rnnsearch": (ModelConfig, RNNsearch), "transformer": (Transfor
 
 @dataclass
 class TrainConfig:
-    architecture: str = "rnnsearch"    # rnnsearch (model/architectures/rnnsearch.py ModelConfig) | transformer (model/architectures/transformer.py
-                                       # TransformerConfig): which config `model:` holds
+    architecture: str = "rnnsearch"    # rnnsearch (model/architectures/rnnsearch.py ModelConfig) | transformer
+                                       # (model/architectures/transformer.py TransformerConfig): which config
+                                       # `model:` holds
     data_dir: str = "data/bible"       # {split}.tsv or {split}.{src_lang} + {split}.{tgt_lang}
     src_lang: str = "es"
     tgt_lang: str = "en"
@@ -76,7 +83,8 @@ class TrainConfig:
     decay_patience: int = 2
     min_learning_rate: float = 1e-5
     seed: int = 1234
-    placeholder_rate: float = 0.0      # share of training pairs with placeholders given sentinels instead (placeholders.py)
+    placeholder_rate: float = 0.0      # share of training pairs with placeholders given sentinels instead
+                                       # (placeholders.py)
     init_from: str = ""                # a run directory (best.pt) or model directory (checkpoint.pt) whose weights
                                        # start this run (continued training); empty: random initialisation
     new_vocabulary: bool = False       # with init_from: train a new SentencePiece on this run's data and carry
@@ -288,7 +296,8 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
 
     train_src, train_tgt, _ = load_split(cfg, "train", tok)
     train_links = guided_links(cfg, run_dir, tok, train_src, train_tgt, log)
-    keep = [i for i in range(len(train_src)) if 0 < len(train_src[i]) <= cfg.max_length and 0 < len(train_tgt[i]) <= cfg.max_length]
+    keep = [i for i in range(len(train_src))
+            if 0 < len(train_src[i]) <= cfg.max_length and 0 < len(train_tgt[i]) <= cfg.max_length]
     train_src, train_tgt = [train_src[i] for i in keep], [train_tgt[i] for i in keep]
     train_links = [train_links[i] for i in keep] if train_links else None
     dev_src, _, dev_refs = load_split(cfg, "dev", tok)

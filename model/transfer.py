@@ -46,7 +46,8 @@ def piece_map(old: spm.SentencePieceProcessor, new: spm.SentencePieceProcessor) 
     return sources
 
 
-def transfer_state(state: dict[str, torch.Tensor], old_spm: Path, new_spm: Path) -> tuple[dict[str, torch.Tensor], dict]:
+def transfer_state(state: dict[str, torch.Tensor], old_spm: Path,
+                   new_spm: Path) -> tuple[dict[str, torch.Tensor], dict]:
     """The state dict re-indexed for the new vocabulary, and counts for the log."""
     old = spm.SentencePieceProcessor(model_file=str(old_spm))
     new = spm.SentencePieceProcessor(model_file=str(new_spm))

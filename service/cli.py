@@ -15,9 +15,9 @@ import sys
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from attnmt.service.modeldir.links import format_pharaoh as pharaoh
-from attnmt.service.inference.search import SearchOptions
 from attnmt.service.errors import ModelLoadError
+from attnmt.service.inference.search import SearchOptions
+from attnmt.service.modeldir.links import format_pharaoh as pharaoh
 
 ALIGNMENTS = ("none", "soft", "words", "hard")
 
@@ -40,11 +40,11 @@ def default_beam_size() -> int:
     """The server's `default_beam_size` setting, read as `attnmt serve` reads it, so that
     offline and served translations agree."""
     from attnmt.service.errors import ConfigError
-    from attnmt.service.server.settings import load_settings      # pydantic-settings: only without --beam
+    from attnmt.service.server.settings import load_settings  # pydantic-settings: only without --beam
     try:
         return load_settings().default_beam_size
     except (ConfigError, OSError) as e:
-        raise SystemExit(f"attnmt translate: {e}")
+        raise SystemExit(f"attnmt translate: {e}") from None
 
 
 def _options(args: argparse.Namespace) -> SearchOptions:
@@ -93,7 +93,7 @@ def _glossary_file(args: argparse.Namespace):
     try:
         return [(e.source, e.target) for e in read_tsv(args.glossary)]
     except (OSError, ValueError) as e:
-        raise SystemExit(f"attnmt translate: --glossary: {e}")
+        raise SystemExit(f"attnmt translate: --glossary: {e}") from None
 
 
 def print_heatmap(hyp, out=sys.stdout) -> None:

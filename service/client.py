@@ -21,12 +21,12 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from attnmt.service.inference.search import SearchOptions
+from attnmt.service.stubs import translator_pb2 as pb
+from attnmt.service.stubs import translator_pb2_grpc as pb_grpc
+from attnmt.service.text.documents import Document, SentenceResult
 from attnmt.service.text.glossary import Match as GlossaryMatch
 from attnmt.service.text.quality import FEATURES as QUALITY_FEATURES
 from attnmt.service.text.quality import Quality, WordQuality
-from attnmt.service.text.documents import Document, SentenceResult
-from attnmt.service.stubs import translator_pb2 as pb
-from attnmt.service.stubs import translator_pb2_grpc as pb_grpc
 from attnmt.service.text.translator import Hypothesis, Translation
 
 
@@ -82,7 +82,8 @@ FORMATS = {"plain": pb.TEXT_FORMAT_PLAIN, "html": pb.TEXT_FORMAT_HTML}
 
 def options_pb(options: SearchOptions, alignment: str = "soft", threshold: float | None = None,
                replace_unk: bool = False) -> pb.DecodingOptions:
-    kinds = {"none": pb.ALIGNMENT_NONE, "soft": pb.ALIGNMENT_SOFT, "words": pb.ALIGNMENT_WORDS, "hard": pb.ALIGNMENT_HARD}
+    kinds = {"none": pb.ALIGNMENT_NONE, "soft": pb.ALIGNMENT_SOFT, "words": pb.ALIGNMENT_WORDS,
+             "hard": pb.ALIGNMENT_HARD}
     message = pb.DecodingOptions(beam_size=options.beam_size, n_best=options.n_best,
                                  length_penalty=options.length_penalty, max_length_ratio=options.max_length_ratio,
                                  max_length_extra=options.max_length_extra, alignment=kinds[alignment],

@@ -133,12 +133,14 @@ def markov_model(tmp_path: Path, tokenizer_dir: Path, table: np.ndarray, vocab: 
          helper.make_tensor_value_info("src_lengths", TensorProto.INT64, ["B"])],
         [helper.make_tensor_value_info(n, t, None) for n, t in (("annotations", TensorProto.FLOAT),
          ("keys", TensorProto.FLOAT), ("src_mask", TensorProto.BOOL), ("init_state", TensorProto.FLOAT))],
-        [helper.make_tensor("axis1", TensorProto.INT64, [1], [1]), helper.make_tensor("axis2", TensorProto.INT64, [1], [2]),
+        [helper.make_tensor("axis1", TensorProto.INT64, [1], [1]),
+         helper.make_tensor("axis2", TensorProto.INT64, [1], [2]),
          helper.make_tensor("one", TensorProto.INT64, [], [1]), helper.make_tensor("zero", TensorProto.INT64, [], [0]),
          helper.make_tensor("zero_f", TensorProto.FLOAT, [], [0.0])])
     def step_graph(shared: bool):
         memory = "src_mask_rows" if shared else "src_mask"
-        nodes = ([helper.make_node("Gather", ["src_mask", "memory_index"], ["src_mask_rows"], axis=0)] if shared else [])
+        nodes = ([helper.make_node("Gather", ["src_mask", "memory_index"], ["src_mask_rows"], axis=0)]
+                 if shared else [])
         nodes += [
             helper.make_node("Gather", ["table", "prev_tokens"], ["raw"], axis=0),
             helper.make_node("Add", ["raw", "vocab_bias"], ["biased"]),

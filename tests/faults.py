@@ -20,11 +20,10 @@ hook for this: the entry point patches the decode batch and the worker of its ow
 from __future__ import annotations
 
 import logging
-import time
-from dataclasses import dataclass
-
 import os
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from attnmt.service.cli import main

@@ -31,7 +31,6 @@ from torch import Tensor, nn
 
 from attnmt.model.tokenizer import PAD_ID
 
-
 # e_ij = a(s_{i-1}, h_j); the query is always s_{i-1} (Bahdanau's), never Luong's h_t.
 SCORE_FUNCTIONS = {
     "bahdanau": "v_aᵀ tanh(W_a s_{i-1} + U_a h_j), additive (the paper)",

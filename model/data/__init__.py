@@ -1,1 +1,2 @@
-"""Building the training corpora: the Bible, software messages, prose, back-translation, CLDR, copies, filters, links."""
+"""Building the training corpora: the Bible, software messages, prose, back-translation, CLDR, copies, filters, \
+links."""

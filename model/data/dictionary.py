@@ -197,7 +197,7 @@ def build_pairs(entries: list[tuple[str, str, str, str]], senses: list[list[str]
     es_forms = spanish([p[3] for p in plans])
     en_forms = english([p[4] for p in plans])
     rows = []
-    for (kind, lemma, gender, _, _, build, count), es, en in zip(plans, es_forms, en_forms):
+    for (kind, _lemma, gender, _, _, build, count), es, en in zip(plans, es_forms, en_forms):
         if not es or not en:
             dropped["not_generated"] += 1        # a phrase, not an entry: a form the generator lacks
             continue

@@ -94,7 +94,8 @@ def strip_accelerators(source: str, target: str) -> tuple[str, str]:
     src_marks, tgt_marks = markers(source), markers(target)
     if len(src_marks) != 1 or len(tgt_marks) != 1 or src_marks[0].group(0) != tgt_marks[0].group(0):
         return source, target
-    token = re.search(r"\S*$", source[:src_marks[0].start()]).group(0) + re.match(r"\S*", source[src_marks[0].start():]).group(0)
+    token = (re.search(r"\S*$", source[:src_marks[0].start()]).group(0)
+             + re.match(r"\S*", source[src_marks[0].start():]).group(0))
     if token in target.split():
         return source, target
     s, t = src_marks[0].start(), tgt_marks[0].start()
@@ -255,8 +256,10 @@ def mix(out_dir: Path, corpora: list[tuple[Path, int]], dev_max: int, seed: int 
     out_dir.mkdir(parents=True, exist_ok=True)
     counts = {"train": 0, "dev": 0}
     cards = []
-    with open(out_dir / "train.es", "w", encoding="utf-8") as fs, open(out_dir / "train.en", "w", encoding="utf-8") as ft, \
-            open(out_dir / "dev.es", "w", encoding="utf-8") as ds, open(out_dir / "dev.en", "w", encoding="utf-8") as dt:
+    with open(out_dir / "train.es", "w", encoding="utf-8") as fs, \
+            open(out_dir / "train.en", "w", encoding="utf-8") as ft, \
+            open(out_dir / "dev.es", "w", encoding="utf-8") as ds, \
+            open(out_dir / "dev.en", "w", encoding="utf-8") as dt:
         for data_dir, weight in corpora:
             train = list(read_parallel(*corpus_files(data_dir, "train", "es", "en")))
             for _ in range(weight):

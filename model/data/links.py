@@ -36,10 +36,9 @@ import unicodedata
 from importlib import metadata
 from pathlib import Path
 
-from attnmt.service.modeldir.links import Links, format_pharaoh, grow_diag, read_gold, read_links
-
 from attnmt.model.data.corpus import corpus_files, read_parallel
 from attnmt.model.data.placeholders import PLACEHOLDER
+from attnmt.service.modeldir.links import Links, format_pharaoh, grow_diag, read_gold, read_links
 
 # eflomal.Aligner's defaults, written down so the card states them.
 SETTINGS = {
@@ -72,7 +71,7 @@ def aligner_text(text: str) -> str:
 
 def align_pairs(pairs: list[tuple[str, str]], settings: dict = SETTINGS) -> list[Links]:
     """Links (source word, target word) of each pair, both directions symmetrised."""
-    import eflomal                       # the `align` extra
+    import eflomal  # the `align` extra
 
     aligner = eflomal.Aligner(model=settings["model"], n_samplers=settings["n_samplers"],
                               null_prior=settings["null_prior"], rel_iterations=settings["rel_iterations"])

@@ -3,7 +3,8 @@
 printf conversions (`%s`, `%1$s`, `%.*s`, `%<PRIu64>`), Python's `%(name)s`,
 brace fields (`{0}`, `{name}`, `{{var}}`), shell variables (`$VAR`, `${VAR}`),
 Qt's `%1`, LibreOffice's `%PRODUCTNAME` and `$(ARG1)`, and inline markup tags
-(`<b>`, `</a>`, `<span ...>`; not metavariables such as `<archivo>`). The model learns to carry numbered sentinels (`⦃1⦄`, `⦃2⦄`,
+(`<b>`, `</a>`, `<span ...>`; not metavariables such as `<archivo>`). \
+The model learns to carry numbered sentinels (`⦃1⦄`, `⦃2⦄`,
 ...) from source to target: training replaces the placeholders of part of the
 software pairs by sentinels, numbered in source order, and the service does the
 same to a request before decoding and puts the original text back afterwards.

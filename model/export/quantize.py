@@ -37,12 +37,18 @@ from pathlib import Path
 import numpy as np
 import sacrebleu
 
-from attnmt.service.modeldir.manifest import ENCODER_OUTPUTS, file_entries, load_manifest, write_manifest
-
 from attnmt.model.batching import make_batch
-from attnmt.model.export.rnnsearch import PARITY_TOPK, full_precision, onnx_greedy, onnx_sessions, onnx_step, share_weights
-from attnmt.service.modeldir.vocabulary import no_specials_bias
+from attnmt.model.export.rnnsearch import (
+    PARITY_TOPK,
+    full_precision,
+    onnx_greedy,
+    onnx_sessions,
+    onnx_step,
+    share_weights,
+)
 from attnmt.model.tokenizer import BOS_ID, EOS_ID, Tokenizer
+from attnmt.service.modeldir.manifest import ENCODER_OUTPUTS, file_entries, load_manifest, write_manifest
+from attnmt.service.modeldir.vocabulary import no_specials_bias
 
 ZERO_POINT = 128            # uint8: the symmetric int8 range shifted into MatMulInteger's uint8 input
 EPSILON = 1e-20             # floor of a row's max |x|: an all-zero row still gets a finite scale

@@ -35,19 +35,28 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from attnmt.service.modeldir.manifest import (DECODER_INPUTS, DECODER_OUTPUTS, ENCODER_INPUTS, ENCODER_OUTPUTS, GRAPHS,
-                                     MANIFEST, SCHEMA_VERSION, SHARED_DECODER_INPUTS, SHORTLIST_GRAPHS,
-                                     file_entries, load_manifest, write_manifest)
-from attnmt.service.modeldir.vocabulary import no_specials_bias
-
-from attnmt.model.data import placeholders
-
-from attnmt.model.export import shortlist
-from attnmt.model.batching import inference_batches, make_batch
 from attnmt.model.architectures.rnnsearch import RNNsearch
+from attnmt.model.batching import inference_batches, make_batch
+from attnmt.model.data import placeholders
+from attnmt.model.export import shortlist
 from attnmt.model.search import translate_ids
 from attnmt.model.tokenizer import BOS_ID, EOS_ID, MODEL_FILE, PAD_ID, UNK_ID, Tokenizer
 from attnmt.model.train import load_model
+from attnmt.service.modeldir.manifest import (
+    DECODER_INPUTS,
+    DECODER_OUTPUTS,
+    ENCODER_INPUTS,
+    ENCODER_OUTPUTS,
+    GRAPHS,
+    MANIFEST,
+    SCHEMA_VERSION,
+    SHARED_DECODER_INPUTS,
+    SHORTLIST_GRAPHS,
+    file_entries,
+    load_manifest,
+    write_manifest,
+)
+from attnmt.service.modeldir.vocabulary import no_specials_bias
 
 OPSET = 17
 STEP_STATE = {"state": "new_state"}   # recurrent input -> the output that replaces it next step

@@ -23,8 +23,8 @@ import numpy as np
 import onnxruntime as ort
 
 from attnmt.service.inference.engine import Engine
-from attnmt.service.modeldir.manifest import MEMORY_OUTPUTS
 from attnmt.service.inference.slots import Memory, Rows
+from attnmt.service.modeldir.manifest import MEMORY_OUTPUTS
 
 
 class DeviceSlots:

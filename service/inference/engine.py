@@ -19,13 +19,19 @@ import numpy as np
 import onnxruntime as ort
 
 from attnmt.service.errors import ModelLoadError
-from attnmt.service.modeldir.manifest import (DECODER_OUTPUTS, ENCODER_INPUTS, MEMORY_OUTPUTS, POSITIONS, Manifest,
-                                              load_manifest)
-from attnmt.service.modeldir.tokenizer import Tokenizer
-from attnmt.service.modeldir.vocabulary import never_generated, no_specials_bias
 from attnmt.service.inference.sessions import Sessions
 from attnmt.service.inference.shortlist import Shortlist
 from attnmt.service.inference.slots import Memory, RowMemory
+from attnmt.service.modeldir.manifest import (
+    DECODER_OUTPUTS,
+    ENCODER_INPUTS,
+    MEMORY_OUTPUTS,
+    POSITIONS,
+    Manifest,
+    load_manifest,
+)
+from attnmt.service.modeldir.tokenizer import Tokenizer
+from attnmt.service.modeldir.vocabulary import never_generated, no_specials_bias
 
 
 @dataclass(frozen=True)

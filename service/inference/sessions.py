@@ -15,8 +15,15 @@ from typing import TYPE_CHECKING
 import onnxruntime as ort
 
 from attnmt.service.errors import ModelLoadError
-from attnmt.service.modeldir.manifest import (DECODER_INPUTS, DECODER_OUTPUTS, POSITIONS, SHARED_DECODER_INPUTS,
-                                              SHARED_SHORTLIST_DECODER_INPUTS, SHORTLIST_DECODER_INPUTS, Manifest)
+from attnmt.service.modeldir.manifest import (
+    DECODER_INPUTS,
+    DECODER_OUTPUTS,
+    POSITIONS,
+    SHARED_DECODER_INPUTS,
+    SHARED_SHORTLIST_DECODER_INPUTS,
+    SHORTLIST_DECODER_INPUTS,
+    Manifest,
+)
 
 if TYPE_CHECKING:
     from attnmt.service.inference.engine import EngineOptions

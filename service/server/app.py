@@ -139,7 +139,8 @@ class Server:
         address = f"{s.host}:{s.port}"
         credentials = self._credentials()
         try:
-            port = self.grpc.add_secure_port(address, credentials) if credentials else self.grpc.add_insecure_port(address)
+            port = (self.grpc.add_secure_port(address, credentials) if credentials
+                    else self.grpc.add_insecure_port(address))
         except RuntimeError:  # grpcio 1.85 raises; older releases return 0 (grpc/grpc#16920)
             port = 0
         if port == 0:
@@ -195,7 +196,8 @@ class Server:
     async def stop(self, grace: float | None = None) -> None:
         """Drain: NOT_SERVING, refuse new RPCs, let in-flight ones finish within the grace period."""
         if self._stopping is None:
-            self._stopping = asyncio.ensure_future(self._stop(self.settings.grace_period_seconds if grace is None else grace))
+            self._stopping = asyncio.ensure_future(
+                self._stop(self.settings.grace_period_seconds if grace is None else grace))
         await self._stopping
 
     async def _stop(self, grace: float) -> None:

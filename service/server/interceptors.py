@@ -57,7 +57,8 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
         handler = await continuation(details)
         if handler is None:
             return self._unimplemented(details.method)
-        _, service, method = details.method.split("/", 2) if details.method.count("/") == 2 else ("", "", details.method)
+        _, service, method = (details.method.split("/", 2) if details.method.count("/") == 2
+                              else ("", "", details.method))
         kind = ("bidi_stream" if handler.request_streaming and handler.response_streaming else
                 "client_stream" if handler.request_streaming else
                 "server_stream" if handler.response_streaming else "unary")
@@ -97,12 +98,14 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                 m.msg_sent.labels(*labels).inc()
                 return response
 
-            make = grpc.stream_unary_rpc_method_handler if handler.request_streaming else grpc.unary_unary_rpc_method_handler
+            make = (grpc.stream_unary_rpc_method_handler if handler.request_streaming
+                    else grpc.unary_unary_rpc_method_handler)
             return make(unary_response, request_deserializer=handler.request_deserializer,
                         response_serializer=handler.response_serializer)
 
         behaviour = handler.stream_stream if handler.request_streaming else handler.unary_stream
-        make = grpc.stream_stream_rpc_method_handler if handler.request_streaming else grpc.unary_stream_rpc_method_handler
+        make = (grpc.stream_stream_rpc_method_handler if handler.request_streaming
+                else grpc.unary_stream_rpc_method_handler)
 
         if inspect.iscoroutinefunction(behaviour):
             # A handler that writes with context.write instead of yielding (the health

@@ -54,7 +54,8 @@ class Metrics:
         self.idle_steps = Counter("attnmt_idle_steps_total", "Decoder steps run while the server was idle (at most "
                                   "8 rows, nobody waiting or refused for 10 s): with idle_spinning, on spinning "
                                   "threads.", registry=r)
-        self.cache_requests = Counter("attnmt_cache_requests_total", "Translation cache lookups, by result (hit, miss).",
+        self.cache_requests = Counter("attnmt_cache_requests_total",
+                                      "Translation cache lookups, by result (hit, miss).",
                                       ("model", "result"), registry=r)
         self.cache_entries = Gauge("attnmt_cache_entries", "Finished translations held in the cache.", ("model",),
                                    registry=r)

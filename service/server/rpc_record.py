@@ -137,7 +137,8 @@ class RecordingInterceptor(grpc.aio.ServerInterceptor):
                 finally:
                     self._finish(record, context, error)
 
-            make = grpc.stream_unary_rpc_method_handler if handler.request_streaming else grpc.unary_unary_rpc_method_handler
+            make = (grpc.stream_unary_rpc_method_handler if handler.request_streaming
+                    else grpc.unary_unary_rpc_method_handler)
             return make(unary, request_deserializer=handler.request_deserializer,
                         response_serializer=handler.response_serializer)
 
@@ -157,6 +158,7 @@ class RecordingInterceptor(grpc.aio.ServerInterceptor):
             finally:
                 self._finish(record, context, error)
 
-        make = grpc.stream_stream_rpc_method_handler if handler.request_streaming else grpc.unary_stream_rpc_method_handler
+        make = (grpc.stream_stream_rpc_method_handler if handler.request_streaming
+                else grpc.unary_stream_rpc_method_handler)
         return make(streaming, request_deserializer=handler.request_deserializer,
                     response_serializer=handler.response_serializer)

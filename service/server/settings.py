@@ -129,7 +129,8 @@ class Settings(BaseSettings):
     max_stream_in_flight: int = Field(64, ge=1, description="sentences one TranslateStream call may have in flight")
     max_document_chars: int = Field(50_000, ge=1, description="characters in one entry sent with split_sentences "
                                     "or as HTML (its sentences each keep max_chars_per_sentence)")
-    max_document_sentences: int = Field(256, ge=1, description="sentences one such entry may split into (alt and title values count)")
+    max_document_sentences: int = Field(256, ge=1, description="sentences one such entry may split into "
+                                        "(alt and title values count)")
 
     # --- glossaries ---
     glossaries: Annotated[dict[str, Path], NoDecode] = Field(

@@ -1,1 +1,2 @@
-"""Text around the decoder: the translator, alignment to words and links, placeholders, glossaries, quality, documents and markup."""
+"""Text around the decoder: the translator, alignment to words and links, placeholders, glossaries, quality, \
+documents and markup."""

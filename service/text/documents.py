@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 
 import sentencex
 
-from attnmt.service.text.alignment import EOS_TOKEN
+from attnmt.service.errors import InvalidInput
 from attnmt.service.inference.offline import decode_all
 from attnmt.service.inference.search import SearchOptions
-from attnmt.service.errors import InvalidInput
+from attnmt.service.text.alignment import EOS_TOKEN
 from attnmt.service.text.markup import Source, parse_html, plain, render
 from attnmt.service.text.offsets import Span, shifted, word_spans
 from attnmt.service.text.translator import Translation, Translator, normalise

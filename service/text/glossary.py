@@ -37,11 +37,10 @@ from pathlib import Path
 
 import numpy as np
 
-from attnmt.service.text.alignment import EOS_TOKEN, word_groups
-from attnmt.service.errors import ConfigError
-from attnmt.service.errors import InvalidInput
-from attnmt.service.text.placeholders import detokenize
+from attnmt.service.errors import ConfigError, InvalidInput
 from attnmt.service.modeldir.tokenizer import WORD_BOUNDARY
+from attnmt.service.text.alignment import EOS_TOKEN, word_groups
+from attnmt.service.text.placeholders import detokenize
 from attnmt.service.text.translator import Hypothesis, Translation, normalise
 
 

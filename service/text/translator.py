@@ -12,11 +12,11 @@ from functools import cached_property
 
 import numpy as np
 
-from attnmt.service.text.alignment import EOS_TOKEN, aggregate_to_words, hard_pairs, word_groups
+from attnmt.service.errors import InvalidInput
+from attnmt.service.inference.engine import Engine
 from attnmt.service.inference.offline import decode_all
 from attnmt.service.inference.search import Search, SearchOptions
-from attnmt.service.inference.engine import Engine
-from attnmt.service.errors import InvalidInput
+from attnmt.service.text.alignment import EOS_TOKEN, aggregate_to_words, hard_pairs, word_groups
 from attnmt.service.text.placeholders import Protector
 from attnmt.service.text.quality import Quality, QualityModel
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from conftest import REPO
 
 ROOT = REPO

@@ -11,11 +11,11 @@ import re
 import shutil
 import subprocess
 import sys
-import tomllib
 from functools import cache
 from pathlib import Path
 
 import pytest
+import tomllib
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from attnmt.service.server.settings import BUNDLED_MODEL
-from attnmt.service.inference.search import SearchOptions
 from attnmt.service.inference.engine import Engine
+from attnmt.service.inference.search import SearchOptions
+from attnmt.service.server.settings import BUNDLED_MODEL
 from attnmt.service.text.translator import Translator
 
 pytestmark = pytest.mark.skipif(not (BUNDLED_MODEL / "manifest.json").exists(), reason="no bundled model")
@@ -23,7 +23,8 @@ def test_manifest_describes_a_spanish_english_rnnsearch(bundled):
     assert m.dimensions["attention"] == "bahdanau"
     assert sum(f.bytes for f in m.files.values()) < 30 * 1024 * 1024
     parity = json.loads((BUNDLED_MODEL / "manifest.json").read_text())["export_parity"]
-    assert parity["log_probs"] <= 1e-4 and parity["greedy_identical"].split("/")[0] == parity["greedy_identical"].split("/")[1]
+    assert (parity["log_probs"] <= 1e-4
+            and parity["greedy_identical"].split("/")[0] == parity["greedy_identical"].split("/")[1])
 
 
 def test_translates_a_verse_with_its_alignment(bundled):

@@ -10,10 +10,10 @@ import subprocess
 import sys
 
 import pytest
-from conftest import synthetic_corpus
 
 from attnmt.service.cli import main
 from attnmt.service.text.translator import Translator
+from conftest import synthetic_corpus
 
 TEXTS = [s for s, _ in synthetic_corpus(6, seed=11)]
 

@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 
 from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.stubs import translator_pb2_grpc as pb_grpc
-
 from conftest import RunningServer
 
 SERVICE = pb.DESCRIPTOR.services_by_name["Translator"]

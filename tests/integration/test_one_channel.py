@@ -16,11 +16,11 @@ import collections
 
 import grpc
 import pytest
-from conftest import RunningServer, synthetic_corpus
 
 from attnmt.service.client import retry_delay
 from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.stubs import translator_pb2_grpc as pb_grpc
+from conftest import RunningServer, synthetic_corpus
 
 SENTENCES = [s for s, _ in synthetic_corpus(32, seed=5)]
 TARGETS = [t for _, t in synthetic_corpus(32, seed=5)]
@@ -114,9 +114,8 @@ def test_bench_overload_on_one_channel_reports_unexpected_codes(tiny_model, tmp_
     on one channel; every outcome is OK or a refusal with RetryInfo."""
     import json
 
-    from conftest import write_corpus
-
     from attnmt.service.cli import main
+    from conftest import write_corpus
     data, out = write_corpus(tmp_path / "data", {"test": 12}), tmp_path / "overload.json"
     assert main(["bench", "overload", "--model", str(tiny_model), "--data", str(data), "--duration", "1",
                  "--max-queue", "2", "--callers", "150", "--baseline-callers", "2", "--one-channel",

@@ -23,7 +23,6 @@ import yaml
 
 from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.stubs import translator_pb2_grpc as pb_grpc
-
 from conftest import RunningServer
 from deploy.test_deploy import ALERTS, adapter_query, adapter_rules, dashboard, dashboard_targets
 
@@ -186,7 +185,7 @@ def live(tiny_model, tmp_path_factory):
                 # Prometheus has scraped the round once it agrees with the server's own /metrics.
                 handled = server.metric("grpc_server_handled_total")
                 wait_for(f"Prometheus to see all {handled:g} handled calls", lambda: values(
-                    prometheus.query('sum(grpc_server_handled_total{job="attnmt"})')) == [handled])
+                    prometheus.query('sum(grpc_server_handled_total{job="attnmt"})')) == [handled])  # noqa: B023
             yield prometheus
         finally:
             prometheus.stop()

@@ -11,7 +11,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -22,7 +21,6 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.stubs import translator_pb2_grpc as pb_grpc
-
 from conftest import RunningServer, serve_command
 
 SHORT = "peru vidas kasa ."
@@ -293,8 +291,8 @@ async def chaos_calls(address: str, kinds: list[str]) -> tuple[list, list, dict]
 
 def test_chaos_every_call_is_accounted_for_on_both_sides(tiny_model):
     env = {"ATTNMT_MAX_QUEUE": "4", "ATTNMT_MAX_BATCH_ROWS": "2", "ATTNMT_MAX_BEAM_SIZE": "2",
-           "ATTNMT_DEFAULT_BEAM_SIZE": "1", "ATTNMT_MAX_MESSAGE_BYTES": "65536", "ATTNMT_MAX_TOKENS_PER_SENTENCE": "1024",
-           "ATTNMT_RETRY_AFTER_SECONDS": "0.05"}
+           "ATTNMT_DEFAULT_BEAM_SIZE": "1", "ATTNMT_MAX_MESSAGE_BYTES": "65536",
+           "ATTNMT_MAX_TOKENS_PER_SENTENCE": "1024", "ATTNMT_RETRY_AFTER_SECONDS": "0.05"}
     kinds = ["valid"] * 40 + ["slow"] * 16 + ["empty", "bad_option", "unknown_model", "garbage", "oversize"] * 4 + \
         ["deadline_1ms"] * 16 + ["cancelled"] * 16 + ["stream"] * 6 + ["health", "models"] * 4
     random.Random(7).shuffle(kinds)

@@ -4,8 +4,8 @@ the rules that make the links are tested in tests/unit/modeldir/test_links.py.""
 import numpy as np
 import pytest
 
-from attnmt.service.modeldir.links import parse_pharaoh
 from attnmt.bench.aer import aer_ratio, pair_counts, score_with_intervals, scores
+from attnmt.service.modeldir.links import parse_pharaoh
 
 
 def score(pairs):

@@ -9,11 +9,10 @@ import shutil
 
 import pytest
 
+from attnmt.bench.loadtest import TimedEngine, spread
 from attnmt.service.cli import main
 from attnmt.service.inference.search import SearchOptions
-from attnmt.bench.loadtest import TimedEngine, spread
 from attnmt.service.text.translator import Translator
-
 from conftest import write_corpus
 
 
@@ -109,7 +108,8 @@ def test_bench_server_takes_the_median_over_traces_and_settings_for_continuous_o
                           "--concurrency", "2", "--loads", "0.7", "--requests", "5", "--traces", "3",
                           "--set-continuous", "max_batch_tokens=512")
     opened = [p for p in report["points"] if p["loop"] == "open"]
-    assert [(p["batching"], p["trace"]) for p in opened] == [(m, k) for m in ("request", "continuous") for k in range(3)]
+    assert [(p["batching"], p["trace"]) for p in opened] == [(m, k) for m in ("request", "continuous")
+                                                              for k in range(3)]
     assert report["continuous_settings"] == {"max_batch_tokens": "512"} and "max_batch_tokens=512" in table
     (goal,) = report["targets"]
     ratios = [c["p99_ms"] / r["p99_ms"] for r, c in zip(opened[:3], opened[3:])]

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from attnmt.service.modeldir.links import parse_pharaoh, read_gold
 from attnmt.bench.evaluate_alignment import word_map
-
+from attnmt.service.modeldir.links import parse_pharaoh, read_gold
 from conftest import REPO, RunningServer, synthetic_corpus
 
 BUNDLED = REPO / "models" / "rnnsearch-es-en"

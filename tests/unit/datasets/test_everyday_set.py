@@ -3,9 +3,8 @@ it is large enough, dev is about a third, and no sentence is in it twice."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+
 from conftest import TESTS
 
 EVERYDAY = TESTS / "data" / "everyday"

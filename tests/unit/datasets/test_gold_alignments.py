@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import importlib.util
 import re
-from pathlib import Path
 
 import pytest
+
 from conftest import REPO, TESTS
 
 GOLD = TESTS / "data" / "gold-alignments"

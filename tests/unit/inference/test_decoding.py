@@ -5,15 +5,14 @@ import pytest
 
 from attnmt.model.search import translate_ids
 from attnmt.model.train import load_model
-from attnmt.service.text.alignment import aggregate_to_words, hard_pairs, word_groups
+from attnmt.service.errors import InvalidInput
 from attnmt.service.inference.batch import DecodeBatch
+from attnmt.service.inference.engine import Engine
 from attnmt.service.inference.offline import decode_all
 from attnmt.service.inference.search import BEAM, FORCED, Search, SearchOptions
-from attnmt.service.inference.engine import Engine
-from attnmt.service.errors import InvalidInput
 from attnmt.service.inference.slots import Memory, RowMemory
+from attnmt.service.text.alignment import aggregate_to_words, hard_pairs, word_groups
 from attnmt.service.text.translator import Translator
-
 from conftest import markov_model, synthetic_corpus
 
 SHORT = "peru vidas kasa ."
@@ -186,6 +185,7 @@ def test_encoder_chunks_are_the_cheapest_split(monkeypatch):
     against every split of small random inputs, and the long tail gets its own call."""
     import itertools
     import random
+
     from attnmt.service.inference import batch as batch_module
 
     def cost(lengths, cuts):
@@ -246,7 +246,7 @@ def reference_beam(engine: Engine, source: list[int], options: SearchOptions) ->
         out = engine.step(prev, states, tuple(np.repeat(m, len(beams), axis=0) for m in memory),
                           engine.vocab_size, np.zeros(len(beams), dtype=np.int64))
         candidates = []
-        for r, (tokens, score, _) in enumerate(beams):
+        for r, (_tokens, score, _) in enumerate(beams):
             for lp, tok in zip(out.topk_log_probs[r], out.topk_ids[r]):
                 if np.isfinite(lp):
                     candidates.append((score + float(lp), r, int(tok)))
@@ -373,8 +373,8 @@ def test_the_server_cap_on_target_length_wins_over_the_ratio(translator):
 
 def test_cuda_gives_the_cpu_answers(tiny_model, translator):
     """Runs only where ONNX Runtime really has a GPU (never on the development machine)."""
-    from attnmt.service.inference.engine import EngineOptions
     from attnmt.service.errors import ModelLoadError
+    from attnmt.service.inference.engine import EngineOptions
     try:
         gpu = Translator(Engine(tiny_model, EngineOptions(device="cuda")))
     except ModelLoadError as e:

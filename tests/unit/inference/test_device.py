@@ -8,12 +8,11 @@ import pytest
 
 from attnmt.model.export import slot_graphs
 from attnmt.service.inference.batch import DecodeBatch
-from attnmt.service.inference.search import SearchOptions
 from attnmt.service.inference.device import DeviceSlots
 from attnmt.service.inference.engine import Engine, EngineOptions
+from attnmt.service.inference.search import SearchOptions
 from attnmt.service.inference.sessions import SLOT_GRAPHS
 from attnmt.service.text.translator import Translator
-
 from unit.inference.test_decoding import LONG, SHORT
 
 
@@ -74,9 +73,9 @@ def test_the_rows_graph_gathers_old_and_new_rows(rank):
             feeds["length"] = np.array(length, np.int64)
 
         def right(x):
-            out = np.zeros((x.shape[0], length, *x.shape[2:]), np.float32)
-            n = min(length, x.shape[1])
-            out[:, length - n:] = x[:, x.shape[1] - n:]
+            out = np.zeros((x.shape[0], length, *x.shape[2:]), np.float32)  # noqa: B023
+            n = min(length, x.shape[1])  # noqa: B023
+            out[:, length - n:] = x[:, x.shape[1] - n:]  # noqa: B023
             return out
         (got,) = session.run(["rows"], feeds)
         assert np.array_equal(got, np.concatenate([right(old), right(new)])[index])
@@ -136,7 +135,8 @@ def test_the_state_stays_on_the_device_and_moves_only_when_rows_do(device_transl
     counts = {"memory": 0, "rows": 0}
     memory_gather, rows_gather = DeviceSlots._gather_memory, DeviceSlots._gather_rows
     monkeypatch.setattr(DeviceSlots, "_gather_memory",
-                        lambda self, *a: (counts.__setitem__("memory", counts["memory"] + 1), memory_gather(self, *a))[1])
+                        lambda self, *a: (counts.__setitem__("memory", counts["memory"] + 1),
+                                          memory_gather(self, *a))[1])
     monkeypatch.setattr(DeviceSlots, "_gather_rows",
                         lambda self, *a: (counts.__setitem__("rows", counts["rows"] + 1), rows_gather(self, *a))[1])
     states = []

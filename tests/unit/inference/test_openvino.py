@@ -7,13 +7,12 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from attnmt.service.inference import sessions
-from attnmt.service.server.settings import BUNDLED_MODEL
-from attnmt.service.inference.search import SearchOptions
-from attnmt.service.inference.engine import Engine, EngineOptions
 from attnmt.service.errors import ModelLoadError
+from attnmt.service.inference import sessions
+from attnmt.service.inference.engine import Engine, EngineOptions
+from attnmt.service.inference.search import SearchOptions
+from attnmt.service.server.settings import BUNDLED_MODEL
 from attnmt.service.text.translator import Translator
-
 from conftest import RunningServer
 
 pytest.importorskip("onnxruntime_ep_openvino", reason="pip install 'attnmt[openvino]' (make install does)")

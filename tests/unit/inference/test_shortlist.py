@@ -4,7 +4,6 @@ and used so that a sentence's output never depends on its batch-mates."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from conftest import synthetic_corpus, write_corpus
 

@@ -19,14 +19,22 @@ from torch import nn
 
 from attnmt.model.export.rnnsearch import _to_onnx
 from attnmt.model.train import load_model
-from attnmt.service.inference.batch import DecodeBatch
-from attnmt.service.inference.search import SearchOptions
-from attnmt.service.inference.engine import Engine, EngineOptions
 from attnmt.service.errors import ModelLoadError
-from attnmt.service.modeldir.manifest import (DECODER_INPUTS, DECODER_OUTPUTS, ENCODER_INPUTS, MEMORY_OUTPUTS, GRAPHS,
-                                     SHARED_DECODER_INPUTS, file_entries, load_manifest, write_manifest)
+from attnmt.service.inference.batch import DecodeBatch
+from attnmt.service.inference.engine import Engine, EngineOptions
+from attnmt.service.inference.search import SearchOptions
+from attnmt.service.modeldir.manifest import (
+    DECODER_INPUTS,
+    DECODER_OUTPUTS,
+    ENCODER_INPUTS,
+    GRAPHS,
+    MEMORY_OUTPUTS,
+    SHARED_DECODER_INPUTS,
+    file_entries,
+    load_manifest,
+    write_manifest,
+)
 from attnmt.service.text.translator import Translator
-
 from unit.inference.test_decoding import LONG, SHORT
 
 CACHE_INPUTS = ("trail", "positions")

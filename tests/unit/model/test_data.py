@@ -21,7 +21,8 @@ Judas, siervo de Jesucristo.
 ENGLISH = """$$$Ruth 1:0
 <chapter n="1"/> <milestone type="x-chapterLabel"/>
 $$$Ruth 1:1
-<w lemma="strong:H1961">In</w> the days when the judges judged<note placement="foot"><reference>1:1 </reference>a footnote</note>.
+<w lemma="strong:H1961">In</w> the days when the judges judged<note placement="foot">\
+<reference>1:1 </reference>a footnote</note>.
 $$$Ruth 1:2
 The name of the man was <w>Elimelech</w>,<lb/> and
    the name of his wife &amp; Naomi.

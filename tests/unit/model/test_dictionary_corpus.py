@@ -21,13 +21,13 @@ def bidix(entries: list[tuple[str, str]]) -> list[str]:
     """A word-list section: each entry its own branch from state 0 to a shared final state."""
     lines, final, free = [], 1, 2
     for left, right in entries:
-        l, r = split(left), split(right)
-        n = max(len(l), len(r))
-        l += ["ε"] * (n - len(l))
-        r += ["ε"] * (n - len(r))
+        lhs, rhs = split(left), split(right)
+        n = max(len(lhs), len(rhs))
+        lhs += ["ε"] * (n - len(lhs))
+        rhs += ["ε"] * (n - len(rhs))
         states = [0] + list(range(free, free + n - 1)) + [final]
         free += n - 1
-        lines += [f"{states[i]}\t{states[i + 1]}\t{l[i]}\t{r[i]}\t0.000000\t" for i in range(n)]
+        lines += [f"{states[i]}\t{states[i + 1]}\t{lhs[i]}\t{rhs[i]}\t0.000000\t" for i in range(n)]
     return lines + [f"{final}\t0.000000"]
 
 

@@ -6,15 +6,14 @@ import onnx
 import pytest
 import torch
 
-from attnmt.model.data import placeholders
 from attnmt.model.batching import make_batch
+from attnmt.model.data import placeholders
 from attnmt.model.export.rnnsearch import onnx_greedy, onnx_sessions, onnx_step, placeholder_contract
-from attnmt.service.modeldir.vocabulary import no_specials_bias
 from attnmt.model.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 from attnmt.model.train import load_model
 from attnmt.service.errors import ModelLoadError
 from attnmt.service.modeldir.manifest import GRAPHS, SCHEMA_VERSION, load_manifest
-
+from attnmt.service.modeldir.vocabulary import no_specials_bias
 from conftest import synthetic_corpus
 
 

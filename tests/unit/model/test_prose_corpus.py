@@ -12,7 +12,6 @@ from attnmt.model.data import filters as cf
 from attnmt.model.data import prose as pc
 from attnmt.model.data.sentence_align import align_sentences, gale_church, match_cost
 
-
 # --- Gale–Church ---------------------------------------------------------------------------
 
 def kinds(source_lengths, target_lengths, ratio=1.0):

@@ -5,11 +5,10 @@ import numpy as np
 import onnx
 import pytest
 
-from attnmt.service.inference.search import SearchOptions
 from attnmt.service.inference.engine import Engine, EngineOptions
+from attnmt.service.inference.search import SearchOptions
 from attnmt.service.modeldir.manifest import load_manifest
 from attnmt.service.text.translator import Translator
-
 from conftest import synthetic_corpus
 
 SHORT = "peru vidas kasa ."

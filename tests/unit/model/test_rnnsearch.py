@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from attnmt.model.batching import bucket_batches, make_batch
 from attnmt.model.architectures.rnnsearch import ModelConfig, RNNsearch
+from attnmt.model.batching import bucket_batches, make_batch
 
 
 def small(**kw) -> RNNsearch:

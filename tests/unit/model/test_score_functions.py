@@ -13,7 +13,6 @@ import torch
 
 from attnmt.model.architectures.rnnsearch import SCORE_FUNCTIONS, Attention, ModelConfig
 from attnmt.service.modeldir.manifest import load_manifest
-
 from conftest import RunningServer, synthetic_corpus, tiny_config, write_corpus
 
 SENTENCE = "kasa granda vidas peru ."

@@ -3,7 +3,6 @@ import json
 import torch
 
 from attnmt.model.train import TrainConfig, load_model, train
-
 from conftest import tiny_config, write_corpus
 
 

@@ -9,17 +9,29 @@ import numpy as np
 import pytest
 import torch
 
-from attnmt.model.batching import make_batch
-from attnmt.model.guided_alignment import (GuidedAlignmentConfig, guide_matrix, guided_alignment_loss, piece_links,
-                                           piece_words, word_starts)
 from attnmt.model.architectures.rnnsearch import ModelConfig, RNNsearch
+from attnmt.model.architectures.transformer import Transformer, TransformerConfig, sinusoids
+from attnmt.model.batching import make_batch
+from attnmt.model.guided_alignment import (
+    GuidedAlignmentConfig,
+    guide_matrix,
+    guided_alignment_loss,
+    piece_links,
+    piece_words,
+    word_starts,
+)
 from attnmt.model.search import beam_search, greedy_decode
 from attnmt.model.tokenizer import Tokenizer
-from attnmt.model.train import (TrainConfig, average_checkpoints, build_model, learning_rate, load_model,
-                                save_weights, train)
-from attnmt.model.architectures.transformer import Transformer, TransformerConfig, sinusoids
-
-from conftest import REPO, ADJECTIVES, NOUNS, VERBS, synthetic_corpus
+from attnmt.model.train import (
+    TrainConfig,
+    average_checkpoints,
+    build_model,
+    learning_rate,
+    load_model,
+    save_weights,
+    train,
+)
+from conftest import ADJECTIVES, NOUNS, REPO, VERBS, synthetic_corpus
 
 V = 40
 

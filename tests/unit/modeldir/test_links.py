@@ -4,9 +4,19 @@ the gold set's TSV, and the rules that make links from α or two directional ali
 import numpy as np
 import pytest
 
-from attnmt.service.modeldir.links import (diagonal, format_pharaoh, grow_diag, parse_pharaoh, read_gold,
-                                          read_links, rules_from_alpha, source_argmax, symmetrise, target_argmax,
-                                          threshold_links)
+from attnmt.service.modeldir.links import (
+    diagonal,
+    format_pharaoh,
+    grow_diag,
+    parse_pharaoh,
+    read_gold,
+    read_links,
+    rules_from_alpha,
+    source_argmax,
+    symmetrise,
+    target_argmax,
+    threshold_links,
+)
 
 GOLD_HEADER = "id\tdomain\tsource\ttarget\tlinks\n"
 

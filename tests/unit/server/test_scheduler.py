@@ -211,7 +211,8 @@ def test_a_busy_batch_takes_joiners_together_or_after_the_delay(translator):
 def test_mixed_greedy_beam_and_forced_sentences_share_steps(translator):
     texts = [s for s, _ in synthetic_corpus(12, seed=4)]
     greedy_want = [t.best.text for t in translator.translate(texts)]
-    beam_want = [[h.text for h in t.hypotheses] for t in translator.translate(texts, SearchOptions(beam_size=3, n_best=3))]
+    beam_want = [[h.text for h in t.hypotheses]
+                 for t in translator.translate(texts, SearchOptions(beam_size=3, n_best=3))]
 
     async def main():
         scheduler = await started(translator)

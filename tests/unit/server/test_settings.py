@@ -63,7 +63,8 @@ def certificates(tmp_path_factory):
     d = tmp_path_factory.mktemp("pki")
     openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=attnmt-test-ca",
             "-keyout", str(d / "ca.key"), "-out", str(d / "ca.pem"))
-    for name, extension in (("server", "subjectAltName=DNS:localhost,IP:127.0.0.1"), ("client", "extendedKeyUsage=clientAuth")):
+    for name, extension in (("server", "subjectAltName=DNS:localhost,IP:127.0.0.1"),
+                            ("client", "extendedKeyUsage=clientAuth")):
         openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}", "-keyout", str(d / f"{name}.key"),
                 "-out", str(d / f"{name}.csr"))
         (d / f"{name}.ext").write_text(extension + "\n")

@@ -11,12 +11,11 @@ import grpc
 import pytest
 
 from attnmt.service.client import Client
-from attnmt.service.inference.search import SearchOptions
-from attnmt.service.text.documents import read, sentence_spans, translate_documents
 from attnmt.service.errors import InvalidInput
-from attnmt.service.text.offsets import word_spans
+from attnmt.service.inference.search import SearchOptions
 from attnmt.service.stubs import translator_pb2 as pb
-
+from attnmt.service.text.documents import read, sentence_spans, translate_documents
+from attnmt.service.text.offsets import word_spans
 from conftest import RunningServer
 
 GREEDY = SearchOptions(beam_size=1)

@@ -12,16 +12,15 @@ import grpc
 import numpy as np
 import pytest
 
+from attnmt.bench.glossary import honoured
 from attnmt.service.client import Client
 from attnmt.service.errors import ConfigError
-from attnmt.service.server.settings import BUNDLED_MODEL
 from attnmt.service.inference.search import SearchOptions
-from attnmt.service.text.glossary import Entry, Glossary, load_all, read_tsv
-from attnmt.bench.glossary import honoured
+from attnmt.service.server.settings import BUNDLED_MODEL
 from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.stubs import translator_pb2_grpc as pb_grpc
+from attnmt.service.text.glossary import Entry, Glossary, load_all, read_tsv
 from attnmt.service.text.translator import Hypothesis, Translation
-
 from conftest import TESTS, RunningServer
 
 BIBLE_GLOSSARY = TESTS / "data" / "glossary-bible.tsv"

@@ -18,18 +18,17 @@ import random
 import re
 from collections import Counter
 from html.parser import HTMLParser
-from pathlib import Path
 
 import grpc
 import html5lib
 import pytest
 
 from attnmt.service.client import Client
-from attnmt.service.text.documents import translate_documents
-from attnmt.service.inference.search import SearchOptions
 from attnmt.service.errors import InvalidInput
-from attnmt.service.text.markup import VOID, parse_html
+from attnmt.service.inference.search import SearchOptions
 from attnmt.service.stubs import translator_pb2 as pb
+from attnmt.service.text.documents import translate_documents
+from attnmt.service.text.markup import VOID, parse_html
 from conftest import REPO
 
 BUNDLED = REPO / "models" / "rnnsearch-es-en"
@@ -300,7 +299,7 @@ def test_a_bare_less_than_sign_is_text(bundled):
 
 
 @pytest.mark.parametrize("source", [
-    "<b>Hola", "Hola</b>", "<b><i>Hola</b></i>", "Hola</br>", "<p>Uno<p>Dos</p>",       # end tags missing, stray, crossed
+    "<b>Hola", "Hola</b>", "<b><i>Hola</b></i>", "Hola</br>", "<p>Uno<p>Dos</p>",  # end tags missing, stray, crossed
     "<P CLASS=nota>Y dijo Dios<BR>Sea la luz<br/>Y fue la luz",      # upper case, unquoted, void with and without /
     "<b/>Y dijo Dios",                                                # <b/> opens a b
     "<b>Y dijo <p>Dios</b> que sea la luz</p>",                       # the adoption agency

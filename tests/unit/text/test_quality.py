@@ -10,12 +10,11 @@ import grpc
 import numpy as np
 import pytest
 
-from attnmt.service.client import Client
-from attnmt.service.text.quality import DEFAULT_SUSPECT_BELOW, FEATURES, QualityModel, features
 from attnmt.bench.quality_fit import auroc, fit_logistic, fit_quality, ranks, spearman
+from attnmt.service.client import Client
 from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.stubs import translator_pb2_grpc as pb_grpc
-
+from attnmt.service.text.quality import DEFAULT_SUSPECT_BELOW, FEATURES, QualityModel, features
 from conftest import RunningServer
 
 SOURCE = ["▁kasa", "▁granda", "▁vidas", "▁peru", "▁.", "</s>"]
