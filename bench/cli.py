@@ -23,6 +23,11 @@ def _order(args: argparse.Namespace) -> int:
     return cmd_bench_order(args)
 
 
+def _fingerprint(args: argparse.Namespace) -> int:
+    from attnmt.bench.fingerprint import cmd_bench_fingerprint
+    return cmd_bench_fingerprint(args)
+
+
 def _soak(args: argparse.Namespace) -> int:
     from attnmt.bench.soak import cmd_bench_soak
     return cmd_bench_soak(args)
@@ -176,6 +181,15 @@ def _register_serving_benches(bench: argparse._SubParsersAction) -> None:
     b.add_argument("--rows", type=int, help="rows a step at most (default: the server's max_batch_rows)")
     b.add_argument("--json", type=Path, help="also write the report here")
     b.set_defaults(func=_order)
+    b = bench.add_parser("fingerprint", help="the served n-best of the test sentences to the last digit (text, "
+                                             "scores, token log-probs, a hash of α), one JSON line a hypothesis: "
+                                             "`cmp` two to show a change kept behaviour")
+    model_and_data_arguments(b)
+    b.add_argument("--split", default="test")
+    b.add_argument("--beam", type=int, default=5)
+    b.add_argument("--n-best", type=int, default=5)
+    b.add_argument("--out", type=Path, required=True, help="where the JSON lines go")
+    b.set_defaults(func=_fingerprint)
 
 
 def _bench_arguments(b: argparse.ArgumentParser) -> None:
