@@ -16,10 +16,10 @@ from pathlib import Path
 
 import sacrebleu
 
-from attnmt.model.data.corpus import corpus_files, read_parallel
 from attnmt.model.data.placeholders import find as find_placeholders
 from attnmt.service.inference.engine import Engine, EngineOptions
 from attnmt.service.inference.search import SearchOptions
+from attnmt.service.modeldir.corpus import corpus_files, read_parallel
 from attnmt.service.plotting import plot_alignment
 from attnmt.service.text.translator import Translator
 

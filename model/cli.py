@@ -184,8 +184,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     import yaml
 
-    from attnmt.model.data.corpus import corpus_files, read_parallel
     from attnmt.model.export.rnnsearch import export
+    from attnmt.service.modeldir.corpus import corpus_files, read_parallel
     cfg = yaml.safe_load((args.run / "config.yaml").read_text())
     if cfg.get("architecture", "rnnsearch") != "rnnsearch":
         print(f"attnmt export: {args.run} is a {cfg['architecture']}; only RNNsearch runs export so far "

@@ -34,7 +34,6 @@ import yaml
 from attnmt.model.architectures.rnnsearch import ModelConfig, RNNsearch, count_parameters
 from attnmt.model.architectures.transformer import Transformer, TransformerConfig
 from attnmt.model.batching import bucket_batches, make_batch
-from attnmt.model.data.corpus import corpus_files, read_parallel
 from attnmt.model.data.placeholders import SENTINELS, protect_share
 from attnmt.model.guided_alignment import (
     GuidedAlignmentConfig,
@@ -47,6 +46,7 @@ from attnmt.model.guided_alignment import (
 from attnmt.model.search import translate_ids
 from attnmt.model.tokenizer import MODEL_FILE, PAD_ID, Tokenizer, train_tokenizer
 from attnmt.model.transfer import WIDENABLE, transfer_state, widen_state
+from attnmt.service.modeldir.corpus import corpus_files, read_parallel
 
 # architecture -> (its model config, its network)
 ARCHITECTURES = {"rnnsearch": (ModelConfig, RNNsearch), "transformer": (TransformerConfig, Transformer)}

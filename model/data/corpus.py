@@ -20,7 +20,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable
 
 SOURCE_MODULE = "spaRV1909eb"
 TARGET_MODULE = "engWEB2015eb"
@@ -180,30 +180,3 @@ def extract_bible(out_dir: Path) -> dict[str, int]:
     return counts
 
 
-def read_parallel(source: Path, target: Path | None = None) -> Iterator[tuple[str, str]]:
-    """Read a TSV (`source<TAB>target`, when `target` is None) or two line-aligned files."""
-    if target is None:
-        with open(source, encoding="utf-8") as f:
-            for n, line in enumerate(f, 1):
-                fields = line.rstrip("\n").split("\t")
-                if len(fields) != 2:
-                    raise ValueError(f"{source}:{n}: expected 'source<TAB>target', got {len(fields)} fields")
-                yield fields[0].strip(), fields[1].strip()
-        return
-    with open(source, encoding="utf-8") as fs, open(target, encoding="utf-8") as ft:
-        try:
-            for s, t in zip(fs, ft, strict=True):
-                yield s.strip(), t.strip()
-        except ValueError as e:
-            raise ValueError(f"{source} and {target} have different numbers of lines") from e
-
-
-def corpus_files(data_dir: Path, split: str, src_lang: str, tgt_lang: str) -> tuple[Path, Path | None]:
-    """Locate a split in a data directory: `{split}.tsv` or `{split}.{src}`/`{split}.{tgt}`."""
-    tsv = data_dir / f"{split}.tsv"
-    if tsv.exists():
-        return tsv, None
-    src, tgt = data_dir / f"{split}.{src_lang}", data_dir / f"{split}.{tgt_lang}"
-    if not (src.exists() and tgt.exists()):
-        raise FileNotFoundError(f"no {split} data in {data_dir}: expected {tsv.name} or {src.name} + {tgt.name}")
-    return src, tgt

@@ -252,7 +252,7 @@ def mix(out_dir: Path, corpora: list[tuple[Path, int]], dev_max: int, seed: int 
     during training weighs the domains alike and stays quick. Test splits are
     not mixed: evaluate on each corpus's own test split.
     """
-    from attnmt.model.data.corpus import corpus_files, read_parallel
+    from attnmt.service.modeldir.corpus import corpus_files, read_parallel
     out_dir.mkdir(parents=True, exist_ok=True)
     counts = {"train": 0, "dev": 0}
     cards = []

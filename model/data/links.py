@@ -36,8 +36,8 @@ import unicodedata
 from importlib import metadata
 from pathlib import Path
 
-from attnmt.model.data.corpus import corpus_files, read_parallel
 from attnmt.model.data.placeholders import PLACEHOLDER
+from attnmt.service.modeldir.corpus import corpus_files, read_parallel
 from attnmt.service.modeldir.links import Links, format_pharaoh, grow_diag, read_gold, read_links
 
 # eflomal.Aligner's defaults, written down so the card states them.

@@ -14,9 +14,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from attnmt.model.data.corpus import corpus_files, read_parallel
 from attnmt.model.export.rnnsearch import export
 from attnmt.model.tokenizer import MODEL_FILE
+from attnmt.service.modeldir.corpus import corpus_files, read_parallel
 from attnmt.service.modeldir.manifest import MANIFEST, SCHEMA_VERSION, write_manifest
 
 # For a directory whose training data is not at hand: short everyday, software and Bible Spanish.

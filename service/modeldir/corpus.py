@@ -1,24 +1,42 @@
-"""Reading a split of a parallel corpus directory on the serving side (the
-measurement commands), in the layouts `attnmt data` writes: `{split}.tsv`
-(source<TAB>target) or `{split}.{src_lang}` beside `{split}.{tgt_lang}`."""
+"""Reading a split of a parallel corpus directory, the one rule both worlds use (training,
+export's parity sentences, evaluation and every measurement), in the layouts `attnmt data`
+writes: `{split}.tsv` (source<TAB>target) or `{split}.{src_lang}` beside `{split}.{tgt_lang}`."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 
-def read_split(data_dir: Path, split: str, source_language: str, target_language: str) -> list[tuple[str, str]]:
-    data_dir = Path(data_dir)
+def read_parallel(source: Path, target: Path | None = None) -> Iterator[tuple[str, str]]:
+    """Read a TSV (`source<TAB>target`, when `target` is None) or two line-aligned files."""
+    if target is None:
+        with open(source, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                fields = line.rstrip("\n").split("\t")
+                if len(fields) != 2:
+                    raise ValueError(f"{source}:{n}: expected 'source<TAB>target', got {len(fields)} fields")
+                yield fields[0].strip(), fields[1].strip()
+        return
+    with open(source, encoding="utf-8") as fs, open(target, encoding="utf-8") as ft:
+        try:
+            for s, t in zip(fs, ft, strict=True):
+                yield s.strip(), t.strip()
+        except ValueError as e:
+            raise ValueError(f"{source} and {target} have different numbers of lines") from e
+
+
+def corpus_files(data_dir: Path, split: str, src_lang: str, tgt_lang: str) -> tuple[Path, Path | None]:
+    """Locate a split in a data directory: `{split}.tsv` or `{split}.{src}`/`{split}.{tgt}`."""
     tsv = data_dir / f"{split}.tsv"
-    if tsv.is_file():
-        pairs = [line.split("\t", 1) for line in tsv.read_text(encoding="utf-8").splitlines()]
-        return [(s, t) for s, t in pairs]
-    src, tgt = data_dir / f"{split}.{source_language}", data_dir / f"{split}.{target_language}"
-    if not (src.is_file() and tgt.is_file()):
-        raise FileNotFoundError(f"{data_dir}: neither {split}.tsv nor {split}.{source_language} + "
-                                f"{split}.{target_language}")
-    sources = src.read_text(encoding="utf-8").splitlines()
-    targets = tgt.read_text(encoding="utf-8").splitlines()
-    if len(sources) != len(targets):
-        raise ValueError(f"{src} has {len(sources)} lines, {tgt} {len(targets)}")
-    return list(zip(sources, targets))
+    if tsv.exists():
+        return tsv, None
+    src, tgt = data_dir / f"{split}.{src_lang}", data_dir / f"{split}.{tgt_lang}"
+    if not (src.exists() and tgt.exists()):
+        raise FileNotFoundError(f"no {split} data in {data_dir}: expected {tsv.name} or {src.name} + {tgt.name}")
+    return src, tgt
+
+
+def read_split(data_dir: Path, split: str, source_language: str, target_language: str) -> list[tuple[str, str]]:
+    """All (source, target) pairs of `split` in `data_dir`."""
+    return list(read_parallel(*corpus_files(Path(data_dir), split, source_language, target_language)))

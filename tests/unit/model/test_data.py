@@ -72,27 +72,6 @@ def test_every_held_out_book_is_held_out(book):
     assert data.split_of("Genesis 1:1") == "train"
 
 
-def test_readers_accept_tsv_and_two_files(tmp_path):
-    (tmp_path / "train.tsv").write_text("hola\thello\nadiós\tbye\n")
-    assert list(data.read_parallel(tmp_path / "train.tsv")) == [("hola", "hello"), ("adiós", "bye")]
-    (tmp_path / "dev.es").write_text("uno\ndos\n")
-    (tmp_path / "dev.en").write_text("one\ntwo\n")
-    src, tgt = data.corpus_files(tmp_path, "dev", "es", "en")
-    assert list(data.read_parallel(src, tgt)) == [("uno", "one"), ("dos", "two")]
-
-
-def test_readers_reject_malformed_input(tmp_path):
-    (tmp_path / "bad.tsv").write_text("only one column\n")
-    with pytest.raises(ValueError, match="bad.tsv:1"):
-        list(data.read_parallel(tmp_path / "bad.tsv"))
-    (tmp_path / "a.es").write_text("uno\ndos\n")
-    (tmp_path / "a.en").write_text("one\n")
-    with pytest.raises(ValueError, match="different numbers of lines"):
-        list(data.read_parallel(tmp_path / "a.es", tmp_path / "a.en"))
-    with pytest.raises(FileNotFoundError, match="test.tsv"):
-        data.corpus_files(tmp_path, "test", "es", "en")
-
-
 def test_missing_sword_module_names_the_packages(monkeypatch):
     if data.shutil.which("mod2imp") is None:
         with pytest.raises(SystemExit, match="apt-get install sword-text-sparv"):
