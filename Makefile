@@ -36,7 +36,7 @@ serve: $(VENV)/.runtime
 	$(BIN)/attnmt serve --model $(MODEL)
 
 # Debian `prometheus`: promtool checks the live /metrics scrape and the alert rules, and
-# the prometheus server scrapes a live attnmt serve in tests/test_prometheus_live.py.
+# the prometheus server scrapes a live attnmt serve in tests/integration/test_prometheus_live.py.
 test: $(VENV)/.dev
 	@command -v promtool >/dev/null || (apt-get update -qq && apt-get install -y -qq prometheus >/dev/null) \
 		|| echo "promtool could not be installed: the promtool checks will be skipped"

@@ -2,7 +2,7 @@
 
 The generated modules import each other as `attnmt.v1...`; we rewrite that to
 relative imports so the stubs live inside `attnmt.service.stubs` (the approach
-of the `protoletariat` tool). `tests/test_stubs.py` fails when the committed
+of the `protoletariat` tool). `tests/architecture/test_stubs.py` fails when the committed
 stubs differ from what this produces.
 """
 

@@ -82,7 +82,7 @@ def tiny_model(tiny_run, tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def listed_model(tiny_run, tmp_path_factory) -> Path:
     """The tiny run exported with a deliberately small lexical shortlist, so that candidate
-    sets differ between sentences (tests/test_shortlist.py, tests/test_quantize.py)."""
+    sets differ between sentences (tests/unit/inference/test_shortlist.py, tests/unit/model/test_quantize.py)."""
     from attnmt.model.export.rnnsearch import export
     from attnmt.model.export.shortlist import build
     from attnmt.model.tokenizer import BOS_ID, PAD_ID, Tokenizer

@@ -136,7 +136,7 @@ def test_dockerfile_passes_hadolint():
 
 
 def test_dockerfile_copies_only_what_serving_needs():
-    """What the build context holds and what lands in the image: tests/test_image_context.py."""
+    """What the build context holds and what lands in the image: tests/deploy/test_image_context.py."""
     text = (ROOT / "Dockerfile").read_text()
     copies = re.findall(r"^COPY\s+(?!--from)(.+)$", text, re.MULTILINE)
     sources = {src for line in copies for src in line.split()[:-1]}
