@@ -169,8 +169,10 @@ def model_info_pb(translator, settings: Settings, is_default: bool) -> pb.ModelI
         "max_sentences_per_request", "max_chars_per_sentence", "max_tokens_per_sentence", "max_message_bytes",
         "max_beam_size", "default_beam_size", "max_batch_rows", "max_queue", "max_document_chars",
         "max_document_sentences", "max_glossary_entries")}
+    dimensions = {key: value for key, value in m.dimensions.items()
+                  if isinstance(value, int) and not isinstance(value, bool)}
     return pb.ModelInfo(name=m.name, version=m.version, architecture=m.architecture,
                         source_language=m.source_language, target_language=m.target_language,
                         vocab_size=m.vocab_size, provider=engine.provider, is_default=is_default,
-                        evaluation=evaluation, limits=limits,
+                        evaluation=evaluation, limits=limits, dimensions=dimensions,
                         manifest_json=json.dumps(m.model_dump(mode="json"), ensure_ascii=False))

@@ -311,7 +311,7 @@ class GetModelRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class ModelInfo(_message.Message):
-    __slots__ = ("name", "version", "architecture", "source_language", "target_language", "vocab_size", "provider", "is_default", "evaluation", "limits", "manifest_json")
+    __slots__ = ("name", "version", "architecture", "source_language", "target_language", "vocab_size", "provider", "is_default", "evaluation", "limits", "manifest_json", "dimensions")
     class EvaluationEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -320,6 +320,13 @@ class ModelInfo(_message.Message):
         value: float
         def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     class LimitsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class DimensionsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -337,6 +344,7 @@ class ModelInfo(_message.Message):
     EVALUATION_FIELD_NUMBER: _ClassVar[int]
     LIMITS_FIELD_NUMBER: _ClassVar[int]
     MANIFEST_JSON_FIELD_NUMBER: _ClassVar[int]
+    DIMENSIONS_FIELD_NUMBER: _ClassVar[int]
     name: str
     version: str
     architecture: str
@@ -348,4 +356,5 @@ class ModelInfo(_message.Message):
     evaluation: _containers.ScalarMap[str, float]
     limits: _containers.ScalarMap[str, int]
     manifest_json: str
-    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., architecture: _Optional[str] = ..., source_language: _Optional[str] = ..., target_language: _Optional[str] = ..., vocab_size: _Optional[int] = ..., provider: _Optional[str] = ..., is_default: _Optional[bool] = ..., evaluation: _Optional[_Mapping[str, float]] = ..., limits: _Optional[_Mapping[str, int]] = ..., manifest_json: _Optional[str] = ...) -> None: ...
+    dimensions: _containers.ScalarMap[str, int]
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., architecture: _Optional[str] = ..., source_language: _Optional[str] = ..., target_language: _Optional[str] = ..., vocab_size: _Optional[int] = ..., provider: _Optional[str] = ..., is_default: _Optional[bool] = ..., evaluation: _Optional[_Mapping[str, float]] = ..., limits: _Optional[_Mapping[str, int]] = ..., manifest_json: _Optional[str] = ..., dimensions: _Optional[_Mapping[str, int]] = ...) -> None: ...

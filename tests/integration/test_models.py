@@ -3,6 +3,8 @@ hold is NOT_FOUND."""
 
 from __future__ import annotations
 
+import json
+
 import grpc
 
 from attnmt.service.modeldir.manifest import SCHEMA_VERSION
@@ -18,6 +20,9 @@ def test_list_and_get_model(stub):
     assert info.provider == "CPUExecutionProvider"
     assert info.limits["max_sentences_per_request"] == 64
     assert f'"schema_version": {SCHEMA_VERSION}' in info.manifest_json
+    dimensions = json.loads(info.manifest_json)["dimensions"]
+    assert info.architecture == "RNNsearch" and info.dimensions["decoder_hidden"] == dimensions["decoder_hidden"]
+    assert "dropout" not in info.dimensions and "attention" not in info.dimensions     # whole numbers only
 
 
 def test_unknown_model_is_not_found(stub):
