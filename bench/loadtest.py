@@ -32,6 +32,7 @@ import numpy as np
 
 from attnmt.service.inference.engine import Engine, EngineOptions
 from attnmt.service.inference.search import SearchOptions
+from attnmt.service.modeldir.manifest import SRC_MASK
 from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.stubs import translator_pb2_grpc as pb_grpc
 from attnmt.service.text.translator import Translator
@@ -82,7 +83,7 @@ class TimedEngine:
             self.step_seconds += time.perf_counter() - start
             self.steps += 1
             self.rows += len(prev_tokens)
-            self.positions += memory[0].shape[1]
+            self.positions += memory[SRC_MASK].shape[1]
 
 
 

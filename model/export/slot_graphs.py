@@ -1,12 +1,13 @@
-"""The slot graphs: two small model-independent ONNX graphs with which the server keeps a
+"""The slot graphs: small model-independent ONNX graphs with which the server keeps a
 decode batch's slots on the execution device (`service/inference/device.py`), so that sentences
 joining and leaving move the attention memory and the step state by device-side gathers
 instead of through the host.
 
-- `memory_gather.onnx`: the attention memory (annotations, keys, source mask) as
-  Gather(Concat(old, new), index), both parts cut or zero-padded to `length` source
+- `memory_gather_<type>_<rank>.onnx`: one tensor of the attention memory (the manifest's
+  `memory`: RNNsearch's annotations and keys, float rank 3, and source mask, bool rank 2)
+  as Gather(Concat(old, new), index), both parts cut or zero-padded to `length` source
   positions first: old is the memory as it was, new the encoder's output for the
-  sentences that join.
+  sentences that join. One graph per element type and rank, run once per memory tensor.
 - `rows_gather_<rank>.onnx`: a per-row tensor (the step state) as Gather(Concat(old, new),
   index), for tensors of that rank: the rows a beam copies, keeps, or gives up, and the
   joining sentences' initial states. Ranks 2 to 4, so a step state that is not an RNN's
@@ -34,7 +35,9 @@ from onnx import TensorProto, helper
 OPSET = 17
 IR_VERSION = 8          # what ONNX Runtime 1.20 and later load
 ROW_RANKS = (2, 3, 4)
-MEMORY = (("annotations", TensorProto.FLOAT, 3), ("keys", TensorProto.FLOAT, 3), ("src_mask", TensorProto.BOOL, 2))
+# The memory tensors' element types (as ONNX Runtime names them: tensor(float)) and ranks.
+MEMORY_TYPES = {"float": TensorProto.FLOAT, "bool": TensorProto.BOOL}
+MEMORY_KINDS = (("float", 2), ("float", 3), ("float", 4), ("bool", 2))
 
 
 def _dims(prefix: str, rank: int, name: str) -> list[str]:
@@ -61,22 +64,22 @@ def _to_length(x: str, rank: int, nodes: list) -> str:
     return out
 
 
-def memory_gather() -> onnx.ModelProto:
+def memory_gather(kind: str, rank: int) -> onnx.ModelProto:
+    """One memory tensor of that element type and rank: Gather(Concat(old, new), index) over
+    sentences, both parts cut or zero-padded to `length` source positions first."""
+    dtype = MEMORY_TYPES[kind]
     nodes = [helper.make_node("Reshape", ["length", "one"], ["length1"])]
-    inputs, outputs = [], []
-    for name, dtype, rank in MEMORY:
-        old, new = f"old_{name}", f"new_{name}"
-        inputs += [helper.make_tensor_value_info(old, dtype, _dims("A", rank, f"old_{name}")),
-                   helper.make_tensor_value_info(new, dtype, _dims("B", rank, f"new_{name}"))]
-        nodes += [helper.make_node("Concat", [_to_length(old, rank, nodes), _to_length(new, rank, nodes)],
-                                   [f"{name}_both"], axis=0),
-                  helper.make_node("Gather", [f"{name}_both", "index"], [name], axis=0)]
-        outputs.append(helper.make_tensor_value_info(name, dtype, _dims("N", rank, name)))
-    inputs += [helper.make_tensor_value_info("index", TensorProto.INT64, ["N"]),
-               helper.make_tensor_value_info("length", TensorProto.INT64, [])]
+    inputs = [helper.make_tensor_value_info("old", dtype, _dims("A", rank, "old")),
+              helper.make_tensor_value_info("new", dtype, _dims("B", rank, "new")),
+              helper.make_tensor_value_info("index", TensorProto.INT64, ["N"]),
+              helper.make_tensor_value_info("length", TensorProto.INT64, [])]
+    nodes += [helper.make_node("Concat", [_to_length("old", rank, nodes), _to_length("new", rank, nodes)],
+                               ["both"], axis=0),
+              helper.make_node("Gather", ["both", "index"], ["memory"], axis=0)]
+    outputs = [helper.make_tensor_value_info("memory", dtype, _dims("N", rank, "memory"))]
     constants = [helper.make_tensor("zero", TensorProto.INT64, [1], [0]),
                  helper.make_tensor("one", TensorProto.INT64, [1], [1])]
-    return _model(nodes, "memory_gather", inputs, outputs, constants)
+    return _model(nodes, f"memory_gather_{kind}_{rank}", inputs, outputs, constants)
 
 
 def _to_length_left(x: str, rank: int, nodes: list) -> str:
@@ -109,7 +112,8 @@ def rows_gather(rank: int) -> onnx.ModelProto:
 
 def graphs() -> dict[str, onnx.ModelProto]:
     """File name -> graph."""
-    return {"memory_gather.onnx": memory_gather(), **{f"rows_gather_{r}.onnx": rows_gather(r) for r in ROW_RANKS}}
+    return {**{f"memory_gather_{kind}_{rank}.onnx": memory_gather(kind, rank) for kind, rank in MEMORY_KINDS},
+            **{f"rows_gather_{r}.onnx": rows_gather(r) for r in ROW_RANKS}}
 
 
 def write(directory: Path) -> None:

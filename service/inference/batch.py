@@ -34,6 +34,7 @@ from attnmt.service.inference.engine import Engine, StepOutput
 from attnmt.service.inference.search import BEAM, FORCED, GREEDY, Search
 from attnmt.service.inference.slots import Memory, RowMemory, Rows
 from attnmt.service.inference.vocab_bias import VocabularyBias
+from attnmt.service.modeldir.manifest import SRC_MASK
 
 # The encoder's cost: about one call overhead per call plus a constant per padded source
 # piece (every row runs to the longest); the overhead is worth about this many padded pieces.
@@ -105,8 +106,9 @@ class DecodeBatch:
             encoded = self.engine.encode([s.source for s in group])
             for i, search in enumerate(group):
                 n = search.src_len
+                memory = {name: value[i, :n] for name, value in encoded.memory.items()}
                 state = {name: value[i] for name, value in encoded.init_state.items()}
-                search.encoded = (encoded.annotations[i, :n], encoded.keys[i, :n], state)
+                search.encoded = (memory, state)
 
     def add(self, searches: list[Search]) -> None:
         """Let sentences join at the next step (encoding those not encoded yet)."""
@@ -114,15 +116,15 @@ class DecodeBatch:
             return
         joining = self._joining(searches)
         if self.memory is None:
-            annotations, keys, state, _ = joining[0]
-            self.memory = Memory(annotations.shape[-1], keys.shape[-1])
+            values, state, _ = joining[0]
+            self.memory = Memory({name: (value.shape[1:], value.dtype) for name, value in values.items()})
             self.rows = Rows({name: value.shape for name, value in state.items()})
         memory, rows = self.memory, self.rows
         memory.reserve(memory.n + len(searches), max(s.src_len for s in searches))
         rows.reserve(rows.n + len(searches), max(s.max_length for s in searches) + 1, memory.length)
-        for search, (annotations, keys, state, origin) in zip(searches, joining):
+        for search, (values, state, origin) in zip(searches, joining):
             search.encoded = None                      # the slot holds it now
-            search.slot = memory.add(annotations, keys, origin)
+            search.slot = memory.add(values, origin)
             (row,) = rows.add(1)
             rows.origin[row] = origin
             rows.put_state(row, state)
@@ -134,14 +136,14 @@ class DecodeBatch:
         self._kinds = None
 
     def _joining(self, searches: list[Search]) -> list[tuple]:
-        """What each joining sentence brings to its slots: (annotations, keys, initial state,
+        """What each joining sentence brings to its slots: (memory by name, initial state,
         origin). On the device path its numbers stay on the device and the host gets
-        src_len x 0 arrays, no state, and where on the device they are (`device.py`)."""
+        only its source mask, no state, and where on the device they are (`device.py`)."""
         if self._device is None:
             self.encode(searches)
             return [(*s.encoded, 0) for s in searches]
         first = self._device.encode([s.source for s in searches])
-        return [(np.zeros((s.src_len, 0), np.float32),) * 2 + ({}, -1 - (first + j)) for j, s in enumerate(searches)]
+        return [({SRC_MASK: np.ones(s.src_len, bool)}, {}, -1 - (first + j)) for j, s in enumerate(searches)]
 
     def remove(self, search: Search) -> None:
         """Drop a sentence before the next step (cancelled or expired)."""
@@ -214,7 +216,7 @@ class DecodeBatch:
             self._leave(finished)
         return finished
 
-    def _step_memory(self) -> tuple[tuple, np.ndarray | None]:
+    def _step_memory(self) -> tuple[dict, np.ndarray | None]:
         """The step's memory feeds, and the row -> memory slot index where the graph gathers
         it (None: row r reads memory row r). One of the three paths in the module docstring."""
         rows, memory = self.rows, self.memory
@@ -228,7 +230,7 @@ class DecodeBatch:
         # on the host: the rows' copies, kept across steps
         return self.engine.row_memory(self._row_memory, memory, rows.slot[:rows.n]), None
 
-    def _memory(self) -> tuple:
+    def _memory(self) -> dict:
         return self.memory.view() if self._device is None else self._device.step_memory(self.memory)
 
     def _align_rows_to_slots(self) -> None:
@@ -256,7 +258,7 @@ class DecodeBatch:
             return None, None
         return self._bias.per_slot(self.searches, self.memory)
 
-    def _run(self, step_memory: tuple, memory_index: np.ndarray | None, k: int, forced_next: np.ndarray,
+    def _run(self, step_memory: dict, memory_index: np.ndarray | None, k: int, forced_next: np.ndarray,
              idle: bool) -> StepOutput:
         """The engine's step over all R rows, each returning its k best tokens."""
         rows, engine = self.rows, self.engine

@@ -8,9 +8,10 @@ and tags) and `slots.Rows` (with no state) move their entries as they do on the 
 path, and each entry's `origin` says where its numbers are on the device: a slot or row
 of the device buffers as they were after the last step (origin >= 0), or the j-th
 sentence encoded since (origin -1 - j). Before a step whose layout changed, one gather
-per buffer (`model/export/slot_graphs.py`) brings the device buffers to the host's layout.
+per buffer (`model/export/slot_graphs.py`: one per memory tensor, by its element type and
+rank, and one per state tensor, by its rank) brings the device buffers to the host's layout.
 
-The encoder's outputs stay on the device too; the memory graph cuts or pads them to
+The encoder's outputs stay on the device too; the memory graphs cut or pad them to
 the memory's length as they join.
 
 The same code runs on the CPU provider (with OrtValues in host memory), which is how
@@ -24,7 +25,9 @@ import onnxruntime as ort
 
 from attnmt.service.inference.engine import Engine
 from attnmt.service.inference.slots import Memory, Rows
-from attnmt.service.modeldir.manifest import MEMORY_OUTPUTS
+from attnmt.service.modeldir.manifest import SRC_MASK
+
+_NUMPY = {"tensor(float)": np.float32, "tensor(bool)": np.bool_}     # the slot graphs' element types
 
 
 class DeviceSlots:
@@ -32,38 +35,37 @@ class DeviceSlots:
 
     def __init__(self, engine: Engine):
         self.engine = engine
-        self.memory: tuple | None = None           # (annotations, keys, src_mask) OrtValues, host layout
+        self.memory: dict | None = None            # the memory by name, OrtValues in the host's layout
         self.memory_key: tuple | None = None       # (Memory.version, Memory.n) when `memory` was made
         self.state: dict[str, ort.OrtValue] = {}   # the last step's state outputs, by input name
-        self.joined_memory: tuple | None = None    # encoder outputs not yet gathered into `memory`
+        self.joined_memory: dict | None = None     # encoder outputs not yet gathered into `memory`
         self.joined_state: dict[str, ort.OrtValue] = {}
         self.joined = 0                             # sentences in joined_memory
 
     def encode(self, sources: list[list[int]]) -> int:
         """Encode sentences on the device; returns the index the first of them has among
         those encoded since the last step (origin -1 - index)."""
-        annotations, keys, mask, state = self.engine.encode_on_device(sources)
+        encoded = self.engine.encode_on_device(sources)
         first = self.joined
         if self.joined_memory is None:
-            self.joined_memory, self.joined_state = (annotations, keys, mask), state
-        else:   # a second group before a step: append it (the memory graph pads both to one length)
+            self.joined_memory, self.joined_state = encoded.memory, encoded.init_state
+        else:   # a second group before a step: append it (the memory graphs pad both to one length)
             count = self.joined + len(sources)
-            length = max(self.joined_memory[0].shape()[1], annotations.shape()[1])
-            self.joined_memory = self._gather_memory(self.joined_memory, (annotations, keys, mask),
-                                                     np.arange(count), length)
-            self.joined_state = {name: self._gather_rows(value, state[name], np.arange(count))
+            length = max(self.joined_memory[SRC_MASK].shape()[1], encoded.memory[SRC_MASK].shape()[1])
+            self.joined_memory = self._gather_memory(self.joined_memory, encoded.memory, np.arange(count), length)
+            self.joined_state = {name: self._gather_rows(value, encoded.init_state[name], np.arange(count))
                                  for name, value in self.joined_state.items()}
         self.joined += len(sources)
         return first
 
-    def step_memory(self, memory: Memory) -> tuple:
+    def step_memory(self, memory: Memory) -> dict:
         """The memory in the host's layout (gathered if sentences joined, left or moved)."""
         key = (memory.version, memory.n)
         if key != self.memory_key:
             n = memory.n
-            old = self.memory or tuple(self._empty_like(v) for v in self.joined_memory)
-            new = self.joined_memory or tuple(self._empty_like(v) for v in old)
-            self.memory = self._gather_memory(old, new, self._index(memory.origin[:n], old[0].shape()[0]),
+            old = self.memory or {name: self._empty_like(v) for name, v in self.joined_memory.items()}
+            new = self.joined_memory or {name: self._empty_like(v) for name, v in old.items()}
+            self.memory = self._gather_memory(old, new, self._index(memory.origin[:n], old[SRC_MASK].shape()[0]),
                                               memory.length)
             memory.origin[:n] = np.arange(n)
             self.memory_key = key
@@ -97,12 +99,13 @@ class DeviceSlots:
         """Positions in Concat(old, new): origin >= 0 is old entry origin, -1 - j new entry j."""
         return np.where(origin >= 0, origin, before - 1 - origin).astype(np.int64)
 
-    def _gather_memory(self, old: tuple, new: tuple, index: np.ndarray, length: int) -> tuple:
-        feeds = {"index": index, "length": np.array(length, np.int64)}
-        for name, a, b in zip(MEMORY_OUTPUTS, old, new):
-            feeds[f"old_{name}"], feeds[f"new_{name}"] = a, b
-        graph = self.engine.sessions.slot_graph("memory_gather.onnx")
-        return tuple(self.engine.run_on_device(graph, feeds, MEMORY_OUTPUTS))
+    def _gather_memory(self, old: dict, new: dict, index: np.ndarray, length: int) -> dict:
+        """Each memory tensor of Concat(old, new) at `index`, cut or zero-padded to `length` positions."""
+        memory = {}
+        for name, graph in self.engine.memory_gathers.items():
+            feeds = {"old": old[name], "new": new[name], "index": index, "length": np.array(length, np.int64)}
+            (memory[name],) = self.engine.run_on_device(self.engine.sessions.slot_graph(graph), feeds, ("memory",))
+        return memory
 
     def _gather_rows(self, old: ort.OrtValue, new: ort.OrtValue, index: np.ndarray) -> ort.OrtValue:
         rank = len(old.shape())
@@ -115,7 +118,6 @@ class DeviceSlots:
 
     def _empty_like(self, value: ort.OrtValue) -> ort.OrtValue:
         """No entries, the other dimensions and type of `value` (the part of a Concat with nothing to add)."""
-        dtype = bool if value.data_type() == "tensor(bool)" else np.float32
-        (empty,) = self.engine.upload(np.zeros((0, *value.shape()[1:]), dtype))
+        (empty,) = self.engine.upload(np.zeros((0, *value.shape()[1:]), _NUMPY[value.data_type()]))
         return empty
 

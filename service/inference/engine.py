@@ -23,11 +23,11 @@ from attnmt.service.inference.sessions import Sessions
 from attnmt.service.inference.shortlist import Shortlist
 from attnmt.service.inference.slots import Memory, RowMemory
 from attnmt.service.modeldir.manifest import (
-    DECODER_OUTPUTS,
     ENCODER_INPUTS,
-    MEMORY_OUTPUTS,
     POSITIONS,
     Manifest,
+    decoder_outputs,
+    encoder_outputs,
     load_manifest,
 )
 from attnmt.service.modeldir.tokenizer import Tokenizer
@@ -51,10 +51,8 @@ class EngineOptions:
 
 @dataclass
 class Encoded:
-    """Encoder output for N sentences; numpy arrays."""
-    annotations: np.ndarray   # N x S x 2n (float32)
-    keys: np.ndarray          # N x S x K
-    mask: np.ndarray          # N x S (bool)
+    """Encoder output for N sentences: numpy arrays (OrtValues on the device from `encode_on_device`)."""
+    memory: dict[str, np.ndarray]       # the manifest's memory, in its order: name -> N x S x ... (src_mask N x S)
     init_state: dict[str, np.ndarray]   # step-state name -> N x ...
 
 
@@ -81,7 +79,8 @@ class Engine:
         self.sessions = Sessions(self.model_dir, self.manifest, options)
         self.state_names = self.sessions.state_names        # input -> output that replaces it
         self.initial_state = self.sessions.initial_state    # input -> encoder output that starts it
-        self.encoder_outputs = MEMORY_OUTPUTS + tuple(self.initial_state.values())
+        self.memory_names = tuple(self.manifest.memory)     # the encoder outputs every step reads
+        self.encoder_outputs = encoder_outputs(self.memory_names, self.initial_state.values())
         self.encoder = self.sessions.graph("encoder", ENCODER_INPUTS, self.encoder_outputs)
         self.decoder = self.sessions.step_graph("decoder_step")
         self.positions = self.sessions.positions            # whether the step graphs take POSITIONS
@@ -94,6 +93,8 @@ class Engine:
         self.provider = self.decoder.get_providers()[0]
         self.io_binding = options.io_binding if options.io_binding is not None else options.device == "cuda"
         self.device = "cuda" if self.provider == "CUDAExecutionProvider" else "cpu"
+        # memory name -> the slot graph that gathers it on the device (device.py)
+        self.memory_gathers = self.sessions.memory_gathers(self.encoder) if self.io_binding else {}
         ids = self.manifest.special_ids
         self.pad_id, self.unk_id, self.bos_id, self.eos_id = ids.pad, ids.unk, ids.bos, ids.eos
         self.vocab_size = self.manifest.vocab_size
@@ -118,15 +119,17 @@ class Engine:
 
     def encode(self, sources: list[list[int]]) -> Encoded:
         """Encode token id lists (each already ending with </s>)."""
-        annotations, keys, mask, *init = self.encoder.run(list(self.encoder_outputs), self._source_feeds(sources))
-        return Encoded(annotations, keys, mask, dict(zip(self.initial_state, init)))
+        outputs = self.encoder.run(list(self.encoder_outputs), self._source_feeds(sources))
+        return self._encoded(outputs)
 
-    def encode_on_device(self, sources: list[list[int]]) -> tuple:
-        """`encode` with its outputs left on the execution device (the device path):
-        (annotations, keys, src_mask, {state name: initial state}) as OrtValues."""
-        annotations, keys, mask, *init = self.run_on_device(self.encoder, self._source_feeds(sources),
-                                                            self.encoder_outputs)
-        return annotations, keys, mask, dict(zip(self.initial_state, init))
+    def encode_on_device(self, sources: list[list[int]]) -> Encoded:
+        """`encode` with its outputs left on the execution device (the device path): OrtValues."""
+        return self._encoded(self.run_on_device(self.encoder, self._source_feeds(sources), self.encoder_outputs))
+
+    def _encoded(self, outputs: list) -> Encoded:
+        """The encoder's outputs in `encoder_outputs`' order: the memory, then the initial states."""
+        m = len(self.memory_names)
+        return Encoded(dict(zip(self.memory_names, outputs[:m])), dict(zip(self.initial_state, outputs[m:])))
 
     def run_on_device(self, session: ort.InferenceSession, feeds: dict, outputs: tuple[str, ...],
                       to_host: frozenset[str] = frozenset()) -> list[ort.OrtValue]:
@@ -148,20 +151,20 @@ class Engine:
         return tuple(ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(x), self.device, 0) for x in arrays)
 
     @staticmethod
-    def row_memory(copies: RowMemory, memory: Memory, slots: np.ndarray) -> tuple[np.ndarray, ...]:
+    def row_memory(copies: RowMemory, memory: Memory, slots: np.ndarray) -> dict[str, np.ndarray]:
         """The step's memory feeds when rows outnumber sentences (beams) and the memory
         lives on the host: row r's copy of memory slot slots[r], kept across steps
         (`slots.RowMemory`), for the direct graph; with IO binding the shared graph
         gathers on the device instead."""
         return copies.view(memory, slots)
 
-    def step(self, prev_tokens: np.ndarray, state: dict[str, np.ndarray], memory: tuple, k: int,
+    def step(self, prev_tokens: np.ndarray, state: dict[str, np.ndarray], memory: dict, k: int,
              forced_tokens: np.ndarray, memory_index: np.ndarray | None = None,
              vocab_bias: np.ndarray | None = None, candidates: np.ndarray | None = None,
              idle: bool = False, positions: np.ndarray | None = None) -> StepOutput:
         """One decoder step for R rows.
 
-        memory: (annotations, keys, src_mask), numpy arrays or OrtValues on the device;
+        memory: the manifest's memory by name, numpy arrays or OrtValues on the device;
         state: numpy arrays, or with io_binding OrtValues on the device, where the new
         state then stays (StepOutput.state holds OrtValues);
         without `memory_index` row r attends memory row r (N = R), with it row r
@@ -183,9 +186,9 @@ class Engine:
             feeds["candidates"] = candidates
         if self.positions:
             feeds[POSITIONS] = positions
-        names = list(DECODER_OUTPUTS) + [o for o in self.state_names.values() if o not in DECODER_OUTPUTS]
+        names = list(decoder_outputs(self.state_names.values()))
         feeds.update(state)
-        feeds.update(zip(MEMORY_OUTPUTS, memory))
+        feeds.update(memory)
         if not self.io_binding:
             outputs = dict(zip(names, session.run(names, feeds)))
             state = {name: outputs[out] for name, out in self.state_names.items()}

@@ -73,7 +73,7 @@ class Search:
     # Filled in by DecodeBatch:
     slot: int = -1                          # memory slot
     rows: list[int] = field(default_factory=list)   # live hypothesis rows
-    encoded: tuple | None = None            # (annotations, keys, init_state) before joining
+    encoded: tuple | None = None            # (memory by name, init_state), src_len x ... each, before joining
 
     @property
     def src_len(self) -> int:

@@ -15,15 +15,7 @@ from typing import TYPE_CHECKING
 import onnxruntime as ort
 
 from attnmt.service.errors import ModelLoadError
-from attnmt.service.modeldir.manifest import (
-    DECODER_INPUTS,
-    DECODER_OUTPUTS,
-    POSITIONS,
-    SHARED_DECODER_INPUTS,
-    SHARED_SHORTLIST_DECODER_INPUTS,
-    SHORTLIST_DECODER_INPUTS,
-    Manifest,
-)
+from attnmt.service.modeldir.manifest import POSITIONS, Manifest, decoder_inputs, decoder_outputs
 
 if TYPE_CHECKING:
     from attnmt.service.inference.engine import EngineOptions
@@ -33,11 +25,11 @@ log = logging.getLogger(__name__)
 # The slot graphs (model/export/slot_graphs.py), shipped with the service: the device path's gathers.
 SLOT_GRAPHS = Path(__file__).parent / "graphs"
 
-# The step graphs by name, with the inputs the contract gives them (besides extra state and POSITIONS).
-STEP_GRAPHS = {"decoder_step": DECODER_INPUTS,
-               "decoder_step_shared": SHARED_DECODER_INPUTS,
-               "decoder_step_shortlist": SHORTLIST_DECODER_INPUTS,
-               "decoder_step_shared_shortlist": SHARED_SHORTLIST_DECODER_INPUTS}
+# The step graphs by name: (shared, shortlist), which of the contract's optional inputs each takes.
+STEP_GRAPHS = {"decoder_step": (False, False),
+               "decoder_step_shared": (True, False),
+               "decoder_step_shortlist": (False, True),
+               "decoder_step_shared_shortlist": (True, True)}
 
 _LEVELS = {"disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
            "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
@@ -117,6 +109,13 @@ def openvino_devices() -> list:
     return devices[:1]
 
 
+def _differences(kind: str, got: tuple[str, ...], want: tuple[str, ...]) -> list[str]:
+    """What a graph lacks of the names it must have, and what it has beyond them."""
+    missing, extra = [n for n in want if n not in got], [n for n in got if n not in want]
+    return ([f"no {kind} {', '.join(map(repr, missing))}"] if missing else []) \
+        + ([f"unexpected {kind} {', '.join(map(repr, extra))}"] if extra else [])
+
+
 def _cpu_vendor() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -140,8 +139,6 @@ class Sessions:
         if set(self.initial_state) != set(self.state_names):
             raise ModelLoadError(f"{model_dir}: manifest step_state {sorted(self.state_names)} and "
                                  f"initial_state {sorted(self.initial_state)} must name the same state inputs")
-        # State inputs beyond the contract's `state` (a Transformer's caches): every step graph takes them.
-        self.extra_state = tuple(n for n in self.state_names if n not in DECODER_INPUTS)
         self.providers = providers(options.device, options.precision)
         self._openvino = openvino_devices() if options.device == "openvino" else None
         self.positions = False      # whether the step graphs take POSITIONS: decoder_step says, the others agree
@@ -149,7 +146,9 @@ class Sessions:
 
     def step_graph(self, name: str, spinning: bool | None = None) -> ort.InferenceSession:
         """A new session of one of the `STEP_GRAPHS`; spinning: override allow_spinning."""
-        return self.graph(name, STEP_GRAPHS[name] + self.extra_state, DECODER_OUTPUTS, spinning)
+        shared, shortlist = STEP_GRAPHS[name]
+        inputs = decoder_inputs(self.manifest.memory, self.state_names, shared=shared, shortlist=shortlist)
+        return self.graph(name, inputs, decoder_outputs(self.state_names.values()), spinning)
 
     def cached(self, name: str) -> ort.InferenceSession:
         """A step graph opened on first use and kept: the shared graph (only batches with beams
@@ -161,25 +160,25 @@ class Sessions:
     def graph(self, graph: str, inputs: tuple[str, ...], outputs: tuple[str, ...],
               spinning: bool | None = None) -> ort.InferenceSession:
         """A new session of the manifest's `graph`, refused unless it takes `inputs` (and,
-        for step graphs, POSITIONS as decoder_step does) and returns `outputs` (and, for
-        step graphs, every new state)."""
+        for step graphs, POSITIONS as decoder_step does) and returns `outputs`; the refusal
+        names what is missing or unexpected."""
         if graph not in self.manifest.graphs:
             raise ModelLoadError(f"{self.model_dir}: the manifest names no {graph!r} graph")
         path = self.model_dir / self.manifest.graphs[graph]
         session = self._open_session(path, graph, spinning)
         names_in = tuple(i.name for i in session.get_inputs())
         names_out = tuple(o.name for o in session.get_outputs())
-        want_out = outputs + tuple(o for o in self.state_names.values() if o not in outputs) if graph != "encoder" \
-            else outputs
         if graph != "encoder" and POSITIONS in names_in:       # optional: each row's step
             if graph != "decoder_step" and not self.positions:
                 raise ModelLoadError(f"{path}: takes {POSITIONS!r} where decoder_step does not")
             inputs = inputs + (POSITIONS,)
         elif graph != "encoder" and graph != "decoder_step" and self.positions:
             raise ModelLoadError(f"{path}: does not take {POSITIONS!r} where decoder_step does")
-        if set(names_in) != set(inputs) or set(names_out) != set(want_out):
-            raise ModelLoadError(f"{path}: graph has inputs {names_in} and outputs {names_out}, "
-                                 f"expected {inputs} -> {want_out}")
+        problems = _differences("input", names_in, inputs) + _differences("output", names_out, outputs)
+        if problems:
+            raise ModelLoadError(f"{path}: {'; '.join(problems)} (the graph has inputs {names_in} and outputs "
+                                 f"{names_out}; the manifest's memory is {self.manifest.memory}, its step_state "
+                                 f"{self.state_names})")
         if graph == "decoder_step":
             self.positions = POSITIONS in names_in
         return session
@@ -218,6 +217,20 @@ class Sessions:
                                  "check the CUDA driver, CUDA 12/13 and cuDNN 9 libraries "
                                  "(pip install 'onnxruntime-gpu[cuda,cudnn]'), or set device=cpu")
         return session
+
+    def memory_gathers(self, encoder: ort.InferenceSession) -> dict[str, str]:
+        """The slot graph that gathers each memory tensor on the device path, by the encoder
+        output's element type and rank (memory_gather_float_3.onnx); refused where the service
+        ships none."""
+        outputs = {o.name: o for o in encoder.get_outputs()}
+        files = {}
+        for name in self.manifest.memory:
+            kind, rank = outputs[name].type.removeprefix("tensor(").removesuffix(")"), len(outputs[name].shape or ())
+            files[name] = f"memory_gather_{kind}_{rank}.onnx"
+            if not (SLOT_GRAPHS / files[name]).is_file():
+                raise ModelLoadError(f"{self.model_dir}: memory {name!r} ({outputs[name].type}, rank {rank}) has "
+                                     f"no slot graph for the device path ({files[name]}); set io_binding off")
+        return files
 
     def slot_graph(self, name: str) -> ort.InferenceSession:
         """One of the service's slot graphs (`SLOT_GRAPHS`), on this engine's device, kept open."""

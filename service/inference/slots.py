@@ -3,21 +3,24 @@ arrays that grow by doubling and are compacted by moving the last live entry
 into each hole (so the entries that stay are never copied).
 
 Two spaces, because a beam's rows share one sentence's memory:
-- `Memory`: one slot per sentence: annotations, keys and source mask, written
-  once by the encoder when the sentence joins.
+- `Memory`: one slot per sentence: the tensors the manifest declares as its
+  `memory` (RNNsearch's annotations, keys and source mask), written once by the
+  encoder when the sentence joins.
 - `Rows`: one slot per hypothesis row: the step state, the previous token,
   which memory slot it attends, its running score and length, and its history
   (tokens, log-probs and α of every step so far), so a finished row's answer is
   a slice, not a walk through back-pointers.
 
 On the device path (`device.py`) the numbers live on the execution device: `Memory`
-then holds no annotations or keys (sizes 0) and `Rows` no state, and each entry's
+then holds only the source mask and `Rows` no state, and each entry's
 `origin` says where on the device its numbers are; entries carry it when they move.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from attnmt.service.modeldir.manifest import SRC_MASK
 
 
 def _rounded(length: int) -> int:
@@ -44,18 +47,23 @@ def _grown(array: np.ndarray, shape: tuple[int, ...], live: int) -> np.ndarray:
 
 
 class Memory:
-    """Sentence slots [0, n): the attention memory the decoder step reads."""
+    """Sentence slots [0, n): the attention memory the decoder step reads, each declared
+    tensor N x S x ..., zero (False) beyond a sentence's length."""
 
-    def __init__(self, annotation_size: int, key_size: int):
+    def __init__(self, shapes: dict[str, tuple[tuple[int, ...], np.dtype]]):
+        """shapes: each memory tensor's shape beyond N x S and its dtype, by name (src_mask: (), bool)."""
         self.n = 0
         self.capacity, self.length = 0, 0
-        self.annotations = np.zeros((0, 0, annotation_size), dtype=np.float32)   # N x S x 2n
-        self.keys = np.zeros((0, 0, key_size), dtype=np.float32)                 # N x S x K
-        self.mask = np.zeros((0, 0), dtype=bool)                                 # N x S
+        self.tensors = {name: np.zeros((0, 0, *shape), dtype=dtype) for name, (shape, dtype) in shapes.items()}
         self.tag = np.zeros(0, dtype=np.int64)       # N: which add() filled the slot (unique)
         self.origin = np.zeros(0, dtype=np.int64)    # N: where the slot's numbers are on the device (device.py)
         self._added = 0
         self.version = 0        # bumped whenever the memory changes (device copies go stale)
+
+    @property
+    def mask(self) -> np.ndarray:
+        """N x S, True on each sentence's pieces."""
+        return self.tensors[SRC_MASK]
 
     def reserve(self, n: int, length: int) -> None:
         """Room for `n` sentences of up to `length` pieces. The length grows to what is
@@ -68,9 +76,8 @@ class Memory:
         if n > self.capacity and self.capacity:
             capacity = max(n, 2 * self.capacity)
         length = max(self.length, _rounded(length))
-        self.annotations = _grown(self.annotations, (capacity, length, self.annotations.shape[2]), self.n)
-        self.keys = _grown(self.keys, (capacity, length, self.keys.shape[2]), self.n)
-        self.mask = _grown(self.mask, (capacity, length), self.n)
+        for name, array in self.tensors.items():
+            self.tensors[name] = _grown(array, (capacity, length, *array.shape[2:]), self.n)
         self.tag = _grown(self.tag, (capacity,), self.n)
         self.origin = _grown(self.origin, (capacity,), self.n)
         self.capacity, self.length = capacity, length
@@ -84,22 +91,18 @@ class Memory:
         a server's random mix."""
         length = _rounded(longest)
         if self.length > 16 and length <= self.length * 7 // 8:
-            arrays = (self.annotations, self.keys, self.mask)
-            self.annotations, self.keys, self.mask = (_head(a, length, self.n) for a in arrays)
+            self.tensors = {name: _head(array, length, self.n) for name, array in self.tensors.items()}
             self.length = length
             self.version += 1
 
-    def add(self, annotations: np.ndarray, keys: np.ndarray, origin: int = 0) -> int:
-        """Store one encoded sentence (src_len x 2n, src_len x K; on the device path
-        src_len x 0, its numbers being at `origin` on the device); returns its slot."""
-        slot, n = self.n, annotations.shape[0]
+    def add(self, values: dict[str, np.ndarray], origin: int = 0) -> int:
+        """Store one encoded sentence: each memory tensor src_len x ... by name (on the device
+        path only src_mask, its numbers being at `origin` on the device); returns its slot."""
+        slot, n = self.n, len(values[SRC_MASK])
         self.reserve(slot + 1, n)
-        self.annotations[slot, :n] = annotations
-        self.annotations[slot, n:] = 0
-        self.keys[slot, :n] = keys
-        self.keys[slot, n:] = 0
-        self.mask[slot] = False
-        self.mask[slot, :n] = True
+        for name, array in self.tensors.items():
+            array[slot, :n] = values[name]
+            array[slot, n:] = 0
         self.tag[slot] = self._added
         self.origin[slot] = origin
         self._added += 1
@@ -112,15 +115,15 @@ class Memory:
         moves = _compact(self.n, slots)
         if moves:
             src, dst = np.array(list(moves)), np.array(list(moves.values()))
-            for array in (self.annotations, self.keys, self.mask, self.tag, self.origin):
+            for array in (*self.tensors.values(), self.tag, self.origin):
                 array[dst] = array[src]
         self.n -= len(slots)
         self.version += 1
         return moves
 
-    def view(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def view(self) -> dict[str, np.ndarray]:
         n = self.n
-        return self.annotations[:n], self.keys[:n], self.mask[:n]
+        return {name: array[:n] for name, array in self.tensors.items()}
 
 
 class RowMemory:
@@ -135,36 +138,35 @@ class RowMemory:
         self.tag = np.zeros(0, dtype=np.int64)        # R: Memory.tag of the sentence each row holds, -1: none
         self.filled = np.zeros(0, dtype=np.int64)     # R: source positions that may be nonzero
         self.length = -1                              # the memory length the copies have
-        self.annotations = self.keys = self.mask = None
+        self.tensors: dict[str, np.ndarray] = {}      # Memory.tensors' names, R x S x ...
 
-    def view(self, memory: Memory, slots: np.ndarray) -> tuple[np.ndarray, ...]:
-        """(annotations, keys, mask), R x S x ..., row r holding memory slot slots[r]."""
+    def view(self, memory: Memory, slots: np.ndarray) -> dict[str, np.ndarray]:
+        """The memory by name, R x S x ..., row r holding memory slot slots[r]."""
         R = len(slots)
         if memory.length < self.length and len(self.tag) >= R:    # the memory shrank: so do the copies
             L = self.length = memory.length
-            arrays = (self.annotations, self.keys, self.mask)
-            self.annotations, self.keys, self.mask = (_head(a, L, R) for a in arrays)
+            self.tensors = {name: _head(array, L, R) for name, array in self.tensors.items()}
             np.minimum(self.filled, L, out=self.filled)
             self.tag[R:], self.filled[R:] = -1, 0          # rows past R were not copied
         if self.length != memory.length or len(self.tag) < R:
             capacity = max(R, 2 * len(self.tag) if R > len(self.tag) else len(self.tag), 8)
-            self.annotations = np.zeros((capacity, memory.length, memory.annotations.shape[2]), np.float32)
-            self.keys = np.zeros((capacity, memory.length, memory.keys.shape[2]), np.float32)
-            self.mask = np.zeros((capacity, memory.length), dtype=bool)
+            self.tensors = {name: np.zeros((capacity, memory.length, *array.shape[2:]), array.dtype)
+                            for name, array in memory.tensors.items()}
             self.tag = np.full(capacity, -1, dtype=np.int64)
             self.filled = np.zeros(capacity, dtype=np.int64)
             self.length = memory.length
         tags = memory.tag[slots]
         stale = np.flatnonzero(self.tag[:R] != tags)
+        pairs = [(self.tensors[name], array) for name, array in memory.tensors.items()]     # (copy, memory)
+        mask = memory.mask
         for row, slot in zip(stale.tolist(), slots[stale].tolist()):
-            n = int(memory.mask[slot].sum())          # the sentence's source length
+            n = int(mask[slot].sum())                 # the sentence's source length
             end = max(n, int(self.filled[row]))       # beyond n: zeros, as in the memory itself
-            self.annotations[row, :end] = memory.annotations[slot, :end]
-            self.keys[row, :end] = memory.keys[slot, :end]
-            self.mask[row, :end] = memory.mask[slot, :end]
+            for copy, array in pairs:
+                copy[row, :end] = array[slot, :end]
             self.filled[row] = n
         self.tag[stale] = tags[stale]
-        return self.annotations[:R], self.keys[:R], self.mask[:R]
+        return {name: array[:R] for name, array in self.tensors.items()}
 
 
 class Rows:

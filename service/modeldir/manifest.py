@@ -2,17 +2,16 @@
 `service/` (which reads it): `manifest.json` beside the graphs and tokenizer.
 
     encoder.onnx        src_tokens[N,S] int64, src_lengths[N] int64
-                        -> annotations[N,S,2n], keys[N,S,K], src_mask[N,S] bool, init_state[N,d]
+                        -> the memory, then one output per step state (`initial_state`)
     decoder_step.onnx   one step for R rows, row r attending memory row r (N = R):
-                        prev_tokens[R] int64, state[R,d], annotations[R,S,2n], keys[R,S,K],
-                        src_mask[R,S] bool, vocab_bias[B,V] (B = 1 or R), k[1] int64,
-                        forced_tokens[R] int64
+                        prev_tokens[R] int64, the step state, the memory (each [R,S,...]),
+                        vocab_bias[B,V] (B = 1 or R), k[1] int64, forced_tokens[R] int64
                         -> topk_log_probs[R,k], topk_ids[R,k] int64, forced_log_probs[R],
-                           new_state[R,d], alpha[R,S]
+                           the new step state (`step_state`), alpha[R,S]
     decoder_step_shared.onnx
-                        the same, but the memory is per sentence (annotations[N,S,2n], keys,
-                        src_mask[N,S]) and memory_index[R] int64 names each row's sentence:
-                        the rows of one beam share their sentence's memory.
+                        the same, but the memory is per sentence ([N,S,...]) and
+                        memory_index[R] int64 names each row's sentence: the rows of one
+                        beam share their sentence's memory.
     decoder_step_shortlist.onnx, decoder_step_shared_shortlist.onnx (optional)
                         the two step graphs with one more input, candidates[C] int64: the
                         output layer runs over these vocabulary ids only; vocab_bias is
@@ -27,6 +26,13 @@ log-probabilities: log_probs = log_softmax(logits + vocab_bias) (the bias is
 -inf for tokens a row may not choose, e.g. <pad> and <s>, and renormalises over
 the rest); the graph returns the k best per row (sorted, best first) and the
 log-probability of each row's `forced_tokens` entry (forced alignment).
+
+`memory` in the manifest names the encoder outputs the decode batch keeps once per
+sentence and feeds, under the same names, to every step: each [N,S,...] (sentence on
+axis 0, source position on axis 1, zero or False beyond a sentence's length), src_mask
+[N,S] bool always among them. RNNsearch's (the default): annotations[N,S,2n],
+keys[N,S,K] (the attention's projected annotations), src_mask; a Transformer's:
+cross_keys, cross_values, src_mask (docs/transformer.md).
 `step_state` in the manifest maps each recurrent state input to the output that
 replaces it next step ({"state": "new_state"} for RNNsearch), and `initial_state`
 each of them to the encoder output that starts it ({"state": "init_state"}), so
@@ -49,6 +55,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -60,19 +67,41 @@ SCHEMA_VERSION = 2
 MANIFEST = "manifest.json"
 
 ENCODER_INPUTS = ("src_tokens", "src_lengths")
-ENCODER_OUTPUTS = ("annotations", "keys", "src_mask", "init_state")
-MEMORY_OUTPUTS = ENCODER_OUTPUTS[:3]         # then one output per step state (manifest `initial_state`)
+SRC_MASK = "src_mask"                        # the memory tensor every model declares: N x S, True on its pieces
+MEMORY = ("annotations", "keys", SRC_MASK)   # the default `memory`: RNNsearch's
 POSITIONS = "positions"                      # an optional step input: each row's step
-DECODER_INPUTS = ("prev_tokens", "state", "annotations", "keys", "src_mask", "vocab_bias", "k", "forced_tokens")
-SHARED_DECODER_INPUTS = DECODER_INPUTS + ("memory_index",)
-DECODER_OUTPUTS = ("topk_log_probs", "topk_ids", "forced_log_probs", "new_state", "alpha")
 GRAPHS = {"encoder": "encoder.onnx", "decoder_step": "decoder_step.onnx",
           "decoder_step_shared": "decoder_step_shared.onnx"}
 # Optional, with a lexical shortlist (`shortlist.npz`): the step graphs over `candidates[C]`.
-SHORTLIST_DECODER_INPUTS = DECODER_INPUTS + ("candidates",)
-SHARED_SHORTLIST_DECODER_INPUTS = SHORTLIST_DECODER_INPUTS + ("memory_index",)
 SHORTLIST_GRAPHS = {"decoder_step_shortlist": "decoder_step_shortlist.onnx",
                     "decoder_step_shared_shortlist": "decoder_step_shared_shortlist.onnx"}
+
+
+def encoder_outputs(memory: Iterable[str], initial_state: Iterable[str]) -> tuple[str, ...]:
+    """The encoder's outputs: the memory, then each step state's initial value."""
+    return (*memory, *initial_state)
+
+
+def decoder_inputs(memory: Iterable[str], state: Iterable[str], shared: bool = False, shortlist: bool = False,
+                   positions: bool = False) -> tuple[str, ...]:
+    """A step graph's inputs: the step state and memory (manifest `step_state`, `memory`) among the
+    contract's own; `shared` with memory_index, `shortlist` with candidates, `positions` with POSITIONS."""
+    return ("prev_tokens", *state, *memory, "vocab_bias", "k", "forced_tokens") \
+        + ("candidates",) * shortlist + ("memory_index",) * shared + (POSITIONS,) * positions
+
+
+def decoder_outputs(new_state: Iterable[str]) -> tuple[str, ...]:
+    """A step graph's outputs: each row's k best tokens, its forced token's log-probability, the
+    new step state (manifest `step_state`'s outputs) and α."""
+    return ("topk_log_probs", "topk_ids", "forced_log_probs", *new_state, "alpha")
+
+
+# RNNsearch's graphs: the defaults spelled out (one state, `state`, and the default memory), in the
+# order model/export/rnnsearch.py traces them; the service reads every model through the functions above.
+ENCODER_OUTPUTS = encoder_outputs(MEMORY, ("init_state",))
+DECODER_INPUTS = decoder_inputs(MEMORY, ("state",))
+SHARED_DECODER_INPUTS = decoder_inputs(MEMORY, ("state",), shared=True)
+DECODER_OUTPUTS = decoder_outputs(("new_state",))
 
 
 class SpecialIds(BaseModel):
@@ -107,6 +136,11 @@ class Manifest(BaseModel):
     graphs: dict[str, str] = Field(default_factory=lambda: dict(GRAPHS))
     step_state: dict[str, str] = Field(default_factory=lambda: {"state": "new_state"})
     initial_state: dict[str, str] = Field(default_factory=lambda: {"state": "init_state"})  # state -> encoder output
+    # The encoder outputs kept once per sentence and fed to every step under the same names (above).
+    memory: list[str] = Field(default_factory=lambda: list(MEMORY))
+    # Which cross-attention becomes α ({"layer": -1, "heads": [0]}: the mean of those heads of that
+    # decoder layer); informational here, the step graph computes α. None: one attention (RNNsearch).
+    alignment: dict[str, Any] | None = None
     # Placeholder protection the model was trained for (model/data/placeholders.py): the regular
     # expression, the sentinel format ("⦃{}⦄") and how many numbered sentinels exist.
     placeholders: dict[str, Any] | None = None
@@ -125,6 +159,17 @@ class Manifest(BaseModel):
     def _score_function_from_dimensions(self) -> "Manifest":
         if self.score_function is None:
             self.score_function = self.dimensions.get("attention")
+        return self
+
+    @model_validator(mode="after")
+    def _memory_has_the_mask(self) -> "Manifest":
+        if SRC_MASK not in self.memory:
+            raise ValueError(f"memory {self.memory} lacks {SRC_MASK!r} (every model's memory holds the source mask)")
+        if len(set(self.memory)) != len(self.memory):
+            raise ValueError(f"memory {self.memory} names a tensor twice")
+        clash = sorted(set(self.memory) & (set(self.step_state) | set(decoder_inputs((), (), True, True, True))))
+        if clash:
+            raise ValueError(f"memory {self.memory}: {clash} are step inputs of their own")
         return self
 
 

@@ -88,8 +88,9 @@ def test_beam_rows_read_their_own_sentences_memory_at_every_step(engine, transla
 
     def checked_view(self, memory, slots):
         got = original(self, memory, slots)
-        for copy, array in zip(got, (memory.annotations, memory.keys, memory.mask)):
-            assert np.array_equal(copy, array[slots])
+        assert list(got) == ["annotations", "keys", "src_mask"]
+        for name, copy in got.items():
+            assert np.array_equal(copy, memory.tensors[name][slots])
         seen["steps"] += 1
         seen["lengths"].add(memory.length)
         return got
@@ -118,12 +119,16 @@ def test_the_memory_is_as_long_as_its_longest_live_sentence():
     """Every step reads the memory's full length: it grows to the longest sentence (in
     multiples of 8) with no headroom, and shrinks once the longest live one needs 7/8 of
     it or less, keeping what the live sentences hold."""
-    memory = Memory(annotation_size=4, key_size=2)
+    memory = Memory({"annotations": ((4,), np.float32), "keys": ((2,), np.float32), "src_mask": ((), bool)})
+
+    def add(annotations: np.ndarray, keys: np.ndarray) -> int:
+        return memory.add({"annotations": annotations, "keys": keys, "src_mask": np.ones(len(keys), bool)})
+
     rng = np.random.default_rng(0)
     held = {}
     for n in (30, 100, 41):
         annotations = rng.normal(size=(n, 4)).astype(np.float32)
-        held[memory.add(annotations, annotations[:, :2].copy())] = annotations
+        held[add(annotations, annotations[:, :2].copy())] = annotations
     assert memory.length == 104                       # 100 rounded up, not 1.25 x 100
     memory.free([1])                                  # the longest leaves; slot 2 moves to 1
     held = {0: held[0], 1: held[2]}
@@ -131,11 +136,11 @@ def test_the_memory_is_as_long_as_its_longest_live_sentence():
     assert memory.length == 48
     for slot, annotations in held.items():
         n = len(annotations)
-        assert np.array_equal(memory.annotations[slot, :n], annotations)
-        assert memory.mask[slot].sum() == n and not memory.annotations[slot, n:].any()
+        assert np.array_equal(memory.tensors["annotations"][slot, :n], annotations)
+        assert memory.mask[slot].sum() == n and not memory.tensors["annotations"][slot, n:].any()
     memory.shrink(41)                                 # 48 > 7/8 of 48 (42): left alone
     assert memory.length == 48
-    memory.add(rng.normal(size=(37, 4)).astype(np.float32), np.zeros((37, 2), np.float32))
+    add(rng.normal(size=(37, 4)).astype(np.float32), np.zeros((37, 2), np.float32))
     assert memory.length == 48                        # it fits: no reallocation
     memory.free([1])
     memory.shrink(37)                                 # 40 <= 42
@@ -143,9 +148,9 @@ def test_the_memory_is_as_long_as_its_longest_live_sentence():
     memory.free([1])
     memory.shrink(30)                                 # 32 <= 7/8 of 40 (35)
     assert memory.length == 32 and np.array_equal(memory.mask[0], [True] * 30 + [False] * 2)
-    memory.add(np.ones((70, 4), np.float32), np.ones((70, 2), np.float32))
+    add(np.ones((70, 4), np.float32), np.ones((70, 2), np.float32))
     assert memory.length == 72                        # grown to 70 rounded, not 1.25 x 32
-    memory.add(np.ones((61, 4), np.float32), np.ones((61, 2), np.float32))
+    add(np.ones((61, 4), np.float32), np.ones((61, 2), np.float32))
     memory.free([1])
     memory.shrink(61)                                 # 64 > 7/8 of 72 (63): not worth a copy
     assert memory.length == 72
@@ -237,13 +242,12 @@ def reference_beam(engine: Engine, source: list[int], options: SearchOptions) ->
     """A plain beam search over full distributions (k = V), one sentence, no batching:
     Marian's semantics written the obvious way, to check the vectorised one against."""
     enc = engine.encode([source])
-    memory = (enc.annotations, enc.keys, enc.mask)
     beams = [([], 0.0, enc.init_state["state"][0])]          # (tokens, log P, state)
     finished, limit = [], max(1, int(options.max_length_ratio * (len(source) - 1)) + options.max_length_extra)
     for step in range(1, limit + 1):
         states = {"state": np.stack([b[2] for b in beams])}
         prev = np.array([b[0][-1] if b[0] else engine.bos_id for b in beams])
-        out = engine.step(prev, states, tuple(np.repeat(m, len(beams), axis=0) for m in memory),
+        out = engine.step(prev, states, {name: np.repeat(m, len(beams), axis=0) for name, m in enc.memory.items()},
                           engine.vocab_size, np.zeros(len(beams), dtype=np.int64))
         candidates = []
         for r, (_tokens, score, _) in enumerate(beams):

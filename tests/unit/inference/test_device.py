@@ -27,7 +27,7 @@ def test_the_shipped_slot_graphs_are_what_the_generator_writes(tmp_path):
     assert shipped == sorted(slot_graphs.graphs())
     for name in shipped:
         assert (SLOT_GRAPHS / name).read_bytes() == (tmp_path / name).read_bytes(), \
-            f"{name}: run python -m attnmt.model.export.slot_graphs service/graphs"
+            f"{name}: run python -m attnmt.model.export.slot_graphs service/inference/graphs"
 
 
 def _sized(x: np.ndarray, length: int) -> np.ndarray:
@@ -37,23 +37,25 @@ def _sized(x: np.ndarray, length: int) -> np.ndarray:
     return out
 
 
+@pytest.mark.parametrize("kind,rank", slot_graphs.MEMORY_KINDS)
 @pytest.mark.parametrize("old_rows,new_rows", [(3, 2), (0, 2), (3, 0)])
 @pytest.mark.parametrize("length", [4, 8, 16])
-def test_the_memory_graph_cuts_pads_and_gathers(old_rows, new_rows, length):
-    session = ort.InferenceSession(str(SLOT_GRAPHS / "memory_gather.onnx"), providers=["CPUExecutionProvider"])
+def test_the_memory_graphs_cut_pad_and_gather(kind, rank, old_rows, new_rows, length):
+    session = ort.InferenceSession(str(SLOT_GRAPHS / f"memory_gather_{kind}_{rank}.onnx"),
+                                   providers=["CPUExecutionProvider"])
     rng = np.random.default_rng(length)
-    old = (rng.random((old_rows, 8, 4), np.float32), rng.random((old_rows, 8, 2), np.float32),
-           rng.random((old_rows, 8)) > 0.5)
-    new = (rng.random((new_rows, 5, 4), np.float32), rng.random((new_rows, 5, 2), np.float32),
-           rng.random((new_rows, 5)) > 0.5)
+    rest = [4, 2][:rank - 2]
+
+    def tensor(rows: int, positions: int) -> np.ndarray:
+        x = rng.random((rows, positions, *rest), np.float32)
+        return x > 0.5 if kind == "bool" else x
+
+    old, new = tensor(old_rows, 8), tensor(new_rows, 5)
     index = rng.integers(0, old_rows + new_rows, size=6)
-    feeds = {"index": index, "length": np.array(length, np.int64)}
-    for name, a, b in zip(("annotations", "keys", "src_mask"), old, new):
-        feeds[f"old_{name}"], feeds[f"new_{name}"] = a, b
-    got = session.run(["annotations", "keys", "src_mask"], feeds)
-    for g, a, b in zip(got, old, new):
-        assert g.dtype == a.dtype
-        assert np.array_equal(g, np.concatenate([_sized(a, length), _sized(b, length)])[index])
+    feeds = {"old": old, "new": new, "index": index, "length": np.array(length, np.int64)}
+    (got,) = session.run(["memory"], feeds)
+    assert got.dtype == old.dtype
+    assert np.array_equal(got, np.concatenate([_sized(old, length), _sized(new, length)])[index])
 
 
 @pytest.mark.parametrize("rank", slot_graphs.ROW_RANKS)

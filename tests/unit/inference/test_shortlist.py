@@ -29,7 +29,7 @@ def test_shortlist_graph_over_every_id_equals_the_full_graph(listed_model):
     full, listed = engines(listed_model)
     sentences = [s for s, _ in synthetic_corpus(8, seed=3)]
     encoded = full.encode([full.tokenizer.encode(s) + [full.eos_id] for s in sentences])
-    memory = (encoded.annotations, encoded.keys, encoded.mask)
+    memory = encoded.memory
     prev = np.full(len(sentences), full.bos_id, dtype=np.int64)
     forced = np.full(len(sentences), 5, dtype=np.int64)
     everything = np.arange(full.vocab_size)
@@ -46,7 +46,7 @@ def test_a_rows_softmax_runs_over_its_own_candidates(listed_model):
     full, listed = engines(listed_model)
     source = full.tokenizer.encode("kasa granda vidas peru .") + [full.eos_id]
     encoded = full.encode([source])
-    memory = (encoded.annotations, encoded.keys, encoded.mask)
+    memory = encoded.memory
     prev, forced = np.array([full.bos_id]), np.array([0])
     everything = full.step(prev, encoded.init_state, memory, full.vocab_size - 2, forced)
     log_p = np.full(full.vocab_size, -np.inf)

@@ -28,8 +28,9 @@ from attnmt.service.modeldir.manifest import (
     DECODER_OUTPUTS,
     ENCODER_INPUTS,
     GRAPHS,
-    MEMORY_OUTPUTS,
+    MEMORY,
     SHARED_DECODER_INPUTS,
+    encoder_outputs,
     file_entries,
     load_manifest,
     write_manifest,
@@ -120,7 +121,7 @@ def cached_model(tiny_model, tmp_path_factory):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         _to_onnx(CachedEncoder(model), (src, torch.tensor([4, 3])), out / GRAPHS["encoder"], ENCODER_INPUTS,
-                 MEMORY_OUTPUTS + ("init_state", "init_trail"),
+                 encoder_outputs(MEMORY, ("init_state", "init_trail")),
                  {"src_tokens": per_sentence, "src_lengths": {0: "sentences"}, "annotations": per_sentence,
                   "keys": per_sentence, "src_mask": per_sentence, "init_state": {0: "sentences"},
                   "init_trail": {0: "sentences"}})

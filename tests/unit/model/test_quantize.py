@@ -132,7 +132,7 @@ def test_the_int8_shortlist_graph_over_every_id_equals_the_int8_full_graph(liste
     full, listed = (Engine(int8, EngineOptions(intra_op_threads=1, shortlist=on)) for on in (False, True))
     sentences = [s for s, _ in synthetic_corpus(8, seed=3)]
     encoded = full.encode([full.tokenizer.encode(s) + [full.eos_id] for s in sentences])
-    memory = (encoded.annotations, encoded.keys, encoded.mask)
+    memory = encoded.memory
     prev = np.full(len(sentences), full.bos_id, dtype=np.int64)
     forced = np.full(len(sentences), 5, dtype=np.int64)
     a = full.step(prev, encoded.init_state, memory, 4, forced)
