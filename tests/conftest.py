@@ -70,6 +70,25 @@ def tiny_run(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_transformer_run(tmp_path_factory) -> Path:
+    """A run directory with a small Transformer (d 32, 2 heads, 2 + 1 layers, α from head 1)
+    trained for about 200 updates (4 epochs, some 15 s) on the synthetic corpus, with dropout as real
+    runs have it."""
+    from attnmt.model.architectures.transformer import TransformerConfig
+    from attnmt.model.train import TrainConfig, train
+    root = tmp_path_factory.mktemp("tiny-transformer")
+    data = write_corpus(root / "data", {"train": 1500, "dev": 40, "test": 40})
+    model = TransformerConfig(d_model=32, heads=2, ffn_size=64, encoder_layers=2, decoder_layers=1, dropout=0.1,
+                              max_positions=64, alignment_head=1)
+    run = root / "run"
+    train(TrainConfig(architecture="transformer", data_dir=str(data), vocab_size=64, token_budget=600,
+                      learning_rate=5e-3, warmup_steps=30, adam_beta2=0.98, adam_eps=1e-9, max_epochs=4,
+                      validate_every=0, checkpoint_every=50, log_every=50, patience=10, seed=7, threads=1,
+                      model=model), run)
+    return run
+
+
+@pytest.fixture(scope="session")
 def tiny_model(tiny_run, tmp_path_factory) -> Path:
     """The tiny run exported to an ONNX model directory (parity-checked by export)."""
     from attnmt.model.export.rnnsearch import export

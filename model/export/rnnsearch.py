@@ -10,11 +10,9 @@ a host never copies R x V log-probabilities out of ONNX Runtime.
 gathers each row's sentence from per-sentence memory, so the rows of a beam do
 not each carry a copy of their sentence's annotations.
 
-Weights are rounded to float16 and back before export, and the same rounded
-weights are stored as `checkpoint.pt` (float16, about half the size), so the
-ONNX graphs and the PyTorch checkpoint hold identical numbers: parity tests and
-`attnmt bench engine` compare like with like. The graphs read their
-weights from one `weights.bin`, each distinct tensor stored once, as float16.
+Weights, `checkpoint.pt`, the token choice and the manifest's common sections are
+every architecture's (`directory.py`): float16-rounded weights in one `weights.bin`,
+each distinct tensor stored once, and the same numbers in `checkpoint.pt`.
 
 Nothing is written to the output directory unless parity holds: ONNX Runtime,
 run on the graphs directly, and PyTorch agree on the top-k log-probabilities,
@@ -24,7 +22,6 @@ graph agrees with the direct one, and greedy translations are identical.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import shutil
 import tempfile
@@ -37,10 +34,24 @@ from torch import Tensor, nn
 
 from attnmt.model.architectures.rnnsearch import RNNsearch
 from attnmt.model.batching import inference_batches, make_batch
-from attnmt.model.data import placeholders
 from attnmt.model.export import shortlist
+from attnmt.model.export.directory import (  # noqa: F401  (HALF_SUFFIX, full_precision: quantize.py and tests)
+    HALF_SUFFIX,
+    OPSET,
+    PARITY_TOPK,
+    base_manifest,
+    choose_tokens,
+    full_precision,
+    placeholder_contract,
+    publish,
+    round_to_half,
+    save_half_checkpoint,
+    share_weights,
+)
+from attnmt.model.export.directory import max_diff as _max_diff
+from attnmt.model.export.directory import to_onnx as _to_onnx
 from attnmt.model.search import translate_ids
-from attnmt.model.tokenizer import BOS_ID, EOS_ID, MODEL_FILE, PAD_ID, UNK_ID, Tokenizer
+from attnmt.model.tokenizer import BOS_ID, EOS_ID, MODEL_FILE, PAD_ID, Tokenizer
 from attnmt.model.train import load_model
 from attnmt.service.modeldir.manifest import (
     DECODER_INPUTS,
@@ -49,7 +60,6 @@ from attnmt.service.modeldir.manifest import (
     ENCODER_OUTPUTS,
     GRAPHS,
     MANIFEST,
-    SCHEMA_VERSION,
     SHARED_DECODER_INPUTS,
     SHORTLIST_GRAPHS,
     file_entries,
@@ -58,10 +68,8 @@ from attnmt.service.modeldir.manifest import (
 )
 from attnmt.service.modeldir.vocabulary import no_specials_bias
 
-OPSET = 17
 STEP_STATE = {"state": "new_state"}   # recurrent input -> the output that replaces it next step
 INITIAL_STATE = {"state": "init_state"}   # recurrent input -> the encoder output that starts it
-PARITY_TOPK = 5                        # k of the teacher-forced parity steps
 
 
 class EncoderGraph(nn.Module):
@@ -84,12 +92,7 @@ class DecoderStepGraph(nn.Module):
     def forward(self, prev_tokens: Tensor, state: Tensor, annotations: Tensor, keys: Tensor, src_mask: Tensor,
                 vocab_bias: Tensor, k: Tensor, forced_tokens: Tensor):
         logits, new_state, alpha = self.model.step_logits(prev_tokens, state, keys, annotations, src_mask)
-        # vocab_bias: 1 x V or R x V, -inf where a row may not choose; the softmax renormalises the rest
-        log_probs = torch.log_softmax(logits + vocab_bias, dim=-1)                     # R x V
-        # k is a tensor, so the tracer records it as TopK's input rather than a constant
-        topk_log_probs, topk_ids = log_probs.topk(k, dim=-1)                           # R x k, best first
-        forced_log_probs = log_probs.gather(1, forced_tokens.unsqueeze(1)).squeeze(1)  # R
-        return topk_log_probs, topk_ids, forced_log_probs, new_state, alpha
+        return *choose_tokens(logits, vocab_bias, k, forced_tokens), new_state, alpha
 
 
 class SharedDecoderStepGraph(DecoderStepGraph):
@@ -102,99 +105,6 @@ class SharedDecoderStepGraph(DecoderStepGraph):
         return super().forward(prev_tokens, state, annotations.index_select(0, memory_index),
                                keys.index_select(0, memory_index), src_mask.index_select(0, memory_index),
                                vocab_bias, k, forced_tokens)
-
-
-def share_weights(out_dir: Path, graphs: list[str], data_file: str = "weights.bin", half: bool = False) -> None:
-    """Move the initializers of all graphs into one external-data file, each
-    distinct tensor stored once: the tied embedding matrix, which the encoder and
-    both step graphs hold, is the largest part of the model.
-
-    `half`: store float32 weights as float16, each read through a Cast back to
-    float32. Exported weights are already rounded to float16 (round_to_half), so
-    this loses nothing and halves the file; ONNX Runtime folds the Casts into
-    float32 initializers when it loads the graph, so a step computes as before."""
-    import hashlib
-
-    import onnx
-    from onnx import TensorProto
-
-    offsets: dict[str, tuple[int, int]] = {}
-    with open(out_dir / data_file, "wb") as f:
-        for graph in graphs:
-            model = onnx.load(str(out_dir / graph))
-            if half:
-                _store_half(model.graph)
-            for tensor in model.graph.initializer:
-                raw = tensor.raw_data
-                if len(raw) < 1024:
-                    continue  # small tensors stay inline
-                key = hashlib.sha256(raw).hexdigest()
-                if key not in offsets:
-                    f.seek((f.tell() + 4095) // 4096 * 4096)  # page-aligned, so ONNX Runtime can map it
-                    offsets[key] = (f.tell(), len(raw))
-                    f.write(raw)
-                offset, length = offsets[key]
-                tensor.ClearField("raw_data")
-                tensor.data_location = TensorProto.EXTERNAL
-                del tensor.external_data[:]
-                for k, v in (("location", data_file), ("offset", str(offset)), ("length", str(length))):
-                    entry = tensor.external_data.add()
-                    entry.key, entry.value = k, v
-            onnx.save(model, str(out_dir / graph))
-
-
-HALF_SUFFIX = "/float16"
-
-
-def _store_half(graph) -> None:
-    """Large float32 initializers become float16 ones named `<name>/float16`, and a
-    Cast at the head of the graph gives `<name>` back as float32."""
-    import onnx
-    from onnx import helper, numpy_helper
-
-    casts = []
-    for tensor in graph.initializer:
-        if tensor.data_type != onnx.TensorProto.FLOAT or len(tensor.raw_data) < 2048:
-            continue
-        values = numpy_helper.to_array(tensor)
-        name = tensor.name
-        tensor.CopyFrom(numpy_helper.from_array(values.astype(np.float16), name + HALF_SUFFIX))
-        casts.append(helper.make_node("Cast", [name + HALF_SUFFIX], [name], to=onnx.TensorProto.FLOAT,
-                                      name=name + "/to_float32"))
-    nodes = casts + list(graph.node)
-    del graph.node[:]
-    graph.node.extend(nodes)
-
-
-def full_precision(graph) -> None:
-    """Undo `half` storage: each float16 initializer read through its Cast becomes
-    the float32 initializer it stands for (exact: float16 → float32 loses nothing).
-    The int8 quantizer needs the weights as initializers of the nodes that use them."""
-    from onnx import numpy_helper
-
-    halves = {t.name: t for t in graph.initializer if t.name.endswith(HALF_SUFFIX)}
-    keep = []
-    for node in graph.node:
-        if node.op_type == "Cast" and len(node.input) == 1 and node.input[0] in halves:
-            tensor = halves[node.input[0]]
-            tensor.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor).astype(np.float32), node.output[0]))
-        else:
-            keep.append(node)
-    del graph.node[:]
-    graph.node.extend(keep)
-
-
-def round_to_half(model: RNNsearch) -> RNNsearch:
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(p.half().float())
-    return model
-
-
-def _to_onnx(module: nn.Module, inputs: tuple, path: Path, input_names: tuple, output_names: tuple,
-             axes: dict) -> None:
-    torch.onnx.export(module, inputs, str(path), dynamo=False, opset_version=OPSET,
-                      input_names=list(input_names), output_names=list(output_names), dynamic_axes=axes)
 
 
 def export_graphs(model: RNNsearch, out_dir: Path, with_shortlist: bool = False) -> None:
@@ -298,11 +208,6 @@ def onnx_greedy(sessions: dict, sources: list[list[int]], vocab_size: int, batch
     return results
 
 
-def _max_diff(a: np.ndarray, b: np.ndarray) -> float:
-    # Equal infinities (a token both sides rule out) are no difference; inf - inf would be NaN.
-    return float(np.where(a == b, 0.0, np.abs(a - b)).max(initial=0.0))
-
-
 @torch.no_grad()
 def step_differences(model: RNNsearch, sessions: dict, sources: list[list[int]],
                      path: list[list[int]]) -> dict[str, float]:
@@ -365,15 +270,6 @@ def check_parity(model: RNNsearch, sessions: dict, sources: list[list[int]], tol
     return {**diffs, "greedy_identical": f"{same}/{len(sources)}", "tolerance": tolerance}
 
 
-def placeholder_contract(training: dict | None) -> dict | None:
-    """The manifest's `placeholders` section, for a model trained with sentinels."""
-    config = (training or {}).get("config") or {}
-    if config.get("placeholder_rate", 0) <= 0:
-        return None
-    return {"pattern": placeholders.PATTERN, "sentinel": placeholders.SENTINEL,
-            "max": placeholders.MAX_SENTINELS}
-
-
 def export(checkpoint: Path, tokenizer: Path, out_dir: Path, name: str, source_language: str, target_language: str,
            parity_sentences: list[str], training: dict | None = None, tolerance: float = 1e-4,
            lexical_shortlist: tuple[np.ndarray, np.ndarray] | None = None) -> dict:
@@ -388,28 +284,15 @@ def export(checkpoint: Path, tokenizer: Path, out_dir: Path, name: str, source_l
         export_graphs(model, tmp, with_shortlist=lexical_shortlist is not None)
         share_weights(tmp, list(graphs.values()), half=True)
         shutil.copy(tokenizer, tmp / MODEL_FILE)
-        half = RNNsearch(model.cfg)
-        half.load_state_dict(model.state_dict())
-        # half() on the module keeps tied parameters one tensor in the saved file
-        torch.save({"model_config": model.cfg.to_dict(), "state_dict": half.half().state_dict()},
-                   tmp / "checkpoint.pt")
+        save_half_checkpoint(model, "rnnsearch", tmp / "checkpoint.pt")
         files = [*graphs.values(), "weights.bin", MODEL_FILE, "checkpoint.pt"]
         if lexical_shortlist is not None:
             shortlist.save(tmp, *lexical_shortlist)
             files.append(shortlist.FILE)
-        manifest = {
-            "schema_version": SCHEMA_VERSION, "name": name, "version": dt.date.today().isoformat(),
-            "architecture": "RNNsearch", "score_function": model.cfg.attention,
-            "source_language": source_language, "target_language": target_language,
-            "tokenizer": MODEL_FILE, "vocab_size": len(tok),
-            "special_ids": {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID, "eos": EOS_ID},
-            "dimensions": model.cfg.to_dict(), "graphs": graphs, "step_state": dict(STEP_STATE),
-            "initial_state": dict(INITIAL_STATE),
-            "opset": OPSET, "files": file_entries(tmp, files), "training": training or {}, "evaluation": {},
-        }
-        contract = placeholder_contract(training)
-        if contract:
-            manifest["placeholders"] = contract
+        manifest = base_manifest(name, "RNNsearch", source_language, target_language, len(tok), model.cfg.to_dict(),
+                                 graphs, file_entries(tmp, files), training)
+        manifest.update(score_function=model.cfg.attention, step_state=dict(STEP_STATE),
+                        initial_state=dict(INITIAL_STATE))
         if lexical_shortlist is not None:
             frequent_ids, table = lexical_shortlist
             manifest["shortlist"] = {"file": shortlist.FILE, "frequent": len(frequent_ids),
@@ -419,9 +302,7 @@ def export(checkpoint: Path, tokenizer: Path, out_dir: Path, name: str, source_l
         sources = [tok.encode(s) for s in parity_sentences]
         manifest["export_parity"] = check_parity(model, onnx_sessions(tmp), sources, tolerance)
         write_manifest(tmp, manifest)
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        shutil.copytree(tmp, out_dir)
+        publish(tmp, out_dir)
     return manifest
 
 

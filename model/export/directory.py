@@ -1,0 +1,200 @@
+"""What every exported model directory holds, whatever the architecture
+(`rnnsearch.py`, `transformer.py`): graphs traced at one opset, their weights in
+one `weights.bin` stored as float16, the float16 `checkpoint.pt` beside them, the
+token choice inside the step graphs, and the manifest's common sections.
+
+Weights are rounded to float16 and back before export (`round_to_half`), and the
+same rounded weights are stored as `checkpoint.pt`, so the ONNX graphs and the
+PyTorch checkpoint hold identical numbers: parity tests and `attnmt bench engine`
+compare like with like.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import shutil
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from attnmt.model.data import placeholders
+from attnmt.model.tokenizer import BOS_ID, EOS_ID, MODEL_FILE, PAD_ID, UNK_ID
+from attnmt.service.modeldir.manifest import SCHEMA_VERSION
+
+OPSET = 17
+HALF_SUFFIX = "/float16"
+PARITY_TOPK = 5                        # k of the parity steps
+
+
+def to_onnx(module: nn.Module, inputs: tuple, path: Path, input_names: tuple, output_names: tuple,
+            axes: dict) -> None:
+    torch.onnx.export(module, inputs, str(path), dynamo=False, opset_version=OPSET,
+                      input_names=list(input_names), output_names=list(output_names), dynamic_axes=axes)
+
+
+def choose_tokens(logits: Tensor, vocab_bias: Tensor, k: Tensor, forced_tokens: Tensor
+                  ) -> tuple[Tensor, Tensor, Tensor]:
+    """The token choice every step graph makes itself, so a host never copies R x V
+    log-probabilities out: the top k of log_softmax(logits + vocab_bias) and the
+    log-probability of each row's forced token."""
+    # vocab_bias: 1 x V or R x V, -inf where a row may not choose; the softmax renormalises the rest
+    log_probs = torch.log_softmax(logits + vocab_bias, dim=-1)                     # R x V
+    # k is a tensor, so the tracer records it as TopK's input rather than a constant
+    topk_log_probs, topk_ids = log_probs.topk(k, dim=-1)                           # R x k, best first
+    forced_log_probs = log_probs.gather(1, forced_tokens.unsqueeze(1)).squeeze(1)  # R
+    return topk_log_probs, topk_ids, forced_log_probs
+
+
+def round_to_half(model: nn.Module) -> nn.Module:
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(p.half().float())
+    return model
+
+
+def save_half_checkpoint(model: nn.Module, architecture: str, path: Path) -> None:
+    """The (already rounded) weights as a float16 `checkpoint.pt` that `load_model` reads."""
+    half = type(model)(model.cfg)
+    half.load_state_dict(model.state_dict())
+    # half() on the module keeps tied parameters one tensor in the saved file
+    torch.save({"architecture": architecture, "model_config": model.cfg.to_dict(),
+                "state_dict": half.half().state_dict()}, path)
+
+
+def share_weights(out_dir: Path, graphs: list[str], data_file: str = "weights.bin", half: bool = False) -> None:
+    """Move the initializers of all graphs into one external-data file, each
+    distinct tensor stored once: the tied embedding matrix, which the encoder and
+    both step graphs hold, is the largest part of the model.
+
+    `half`: store float32 weights as float16, each read through a Cast back to
+    float32. Exported weights are already rounded to float16 (round_to_half), so
+    this loses nothing and halves the file; ONNX Runtime folds the Casts into
+    float32 initializers when it loads the graph, so a step computes as before."""
+    import onnx
+    from onnx import TensorProto
+
+    offsets: dict[str, tuple[int, int]] = {}
+    with open(out_dir / data_file, "wb") as f:
+        for graph in graphs:
+            model = onnx.load(str(out_dir / graph))
+            _constants_to_initializers(model.graph)
+            if half:
+                _store_half(model.graph)
+            for tensor in model.graph.initializer:
+                raw = tensor.raw_data
+                if len(raw) < 1024:
+                    continue  # small tensors stay inline
+                key = hashlib.sha256(raw).hexdigest()
+                if key not in offsets:
+                    f.seek((f.tell() + 4095) // 4096 * 4096)  # page-aligned, so ONNX Runtime can map it
+                    offsets[key] = (f.tell(), len(raw))
+                    f.write(raw)
+                offset, length = offsets[key]
+                tensor.ClearField("raw_data")
+                tensor.data_location = TensorProto.EXTERNAL
+                del tensor.external_data[:]
+                for k, v in (("location", data_file), ("offset", str(offset)), ("length", str(length))):
+                    entry = tensor.external_data.add()
+                    entry.key, entry.value = k, v
+            onnx.save(model, str(out_dir / graph))
+
+
+def _constants_to_initializers(graph) -> None:
+    """Large Constant nodes (a buffer the tracer folded in, such as the Transformer's
+    sinusoid table) become initializers, so that they too are stored once in weights.bin."""
+    from onnx import numpy_helper
+
+    keep = []
+    for node in graph.node:
+        value = node.attribute[0].t if node.op_type == "Constant" and len(node.attribute) == 1 else None
+        if value is not None and node.attribute[0].name == "value" and len(value.raw_data) >= 1024:
+            graph.initializer.append(numpy_helper.from_array(numpy_helper.to_array(value), node.output[0]))
+        else:
+            keep.append(node)
+    del graph.node[:]
+    graph.node.extend(keep)
+
+
+def _store_half(graph) -> None:
+    """Large float32 initializers become float16 ones named `<name>/float16`, and a
+    Cast at the head of the graph gives `<name>` back as float32. Only those float16
+    holds exactly: the weights, rounded before export; a constant the graph computes
+    from (the Transformer's sinusoid table) stays float32."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    casts = []
+    for tensor in graph.initializer:
+        if tensor.data_type != onnx.TensorProto.FLOAT or len(tensor.raw_data) < 2048:
+            continue
+        values = numpy_helper.to_array(tensor)
+        halves = values.astype(np.float16)
+        if not np.array_equal(halves.astype(np.float32), values):
+            continue
+        name = tensor.name
+        tensor.CopyFrom(numpy_helper.from_array(halves, name + HALF_SUFFIX))
+        casts.append(helper.make_node("Cast", [name + HALF_SUFFIX], [name], to=onnx.TensorProto.FLOAT,
+                                      name=name + "/to_float32"))
+    nodes = casts + list(graph.node)
+    del graph.node[:]
+    graph.node.extend(nodes)
+
+
+def full_precision(graph) -> None:
+    """Undo `half` storage: each float16 initializer read through its Cast becomes
+    the float32 initializer it stands for (exact: float16 → float32 loses nothing).
+    The int8 quantizer needs the weights as initializers of the nodes that use them."""
+    from onnx import numpy_helper
+
+    halves = {t.name: t for t in graph.initializer if t.name.endswith(HALF_SUFFIX)}
+    keep = []
+    for node in graph.node:
+        if node.op_type == "Cast" and len(node.input) == 1 and node.input[0] in halves:
+            tensor = halves[node.input[0]]
+            tensor.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor).astype(np.float32), node.output[0]))
+        else:
+            keep.append(node)
+    del graph.node[:]
+    graph.node.extend(keep)
+
+
+def placeholder_contract(training: dict | None) -> dict | None:
+    """The manifest's `placeholders` section, for a model trained with sentinels."""
+    config = (training or {}).get("config") or {}
+    if config.get("placeholder_rate", 0) <= 0:
+        return None
+    return {"pattern": placeholders.PATTERN, "sentinel": placeholders.SENTINEL,
+            "max": placeholders.MAX_SENTINELS}
+
+
+def base_manifest(name: str, architecture: str, source_language: str, target_language: str, vocab_size: int,
+                  dimensions: dict, graphs: dict[str, str], files: dict, training: dict | None) -> dict:
+    """The manifest's sections every architecture writes alike; the caller adds its own
+    (score function, step state, memory, alignment, shortlist) and `export_parity`."""
+    manifest = {
+        "schema_version": SCHEMA_VERSION, "name": name, "version": dt.date.today().isoformat(),
+        "architecture": architecture, "source_language": source_language, "target_language": target_language,
+        "tokenizer": MODEL_FILE, "vocab_size": vocab_size,
+        "special_ids": {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID, "eos": EOS_ID},
+        "dimensions": dimensions, "graphs": graphs, "opset": OPSET, "files": files,
+        "training": training or {}, "evaluation": {},
+    }
+    contract = placeholder_contract(training)
+    if contract:
+        manifest["placeholders"] = contract
+    return manifest
+
+
+def max_diff(a: np.ndarray, b: np.ndarray) -> float:
+    # Equal infinities (a token both sides rule out) are no difference; inf - inf would be NaN.
+    return float(np.where(a == b, 0.0, np.abs(a - b)).max(initial=0.0))
+
+
+def publish(staged: Path, out_dir: Path) -> None:
+    """Put a checked directory in place of `out_dir`."""
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    shutil.copytree(staged, out_dir)

@@ -1,0 +1,187 @@
+"""`attnmt export` for a Transformer (model/export/transformer.py): the served contract of
+docs/transformer.md on a tiny trained Transformer, its parity with PyTorch, and caches of
+rows of different ages in one batch."""
+
+import argparse
+import json
+
+import numpy as np
+import pytest
+
+from attnmt.model.batching import make_batch
+from attnmt.model.export.transformer import (
+    ENCODER_OUTPUTS,
+    SHARED_STEP_INPUTS,
+    STEP_INPUTS,
+    STEP_OUTPUTS,
+    alignment_heads,
+    onnx_greedy,
+    onnx_sessions,
+    onnx_step,
+)
+from attnmt.model.tokenizer import BOS_ID, EOS_ID, Tokenizer
+from attnmt.model.train import load_model
+from attnmt.service.modeldir.manifest import GRAPHS, SCHEMA_VERSION, load_manifest
+from attnmt.service.modeldir.vocabulary import no_specials_bias
+from conftest import synthetic_corpus
+
+
+@pytest.fixture(scope="module")
+def transformer_model(tiny_transformer_run, tmp_path_factory):
+    """The tiny Transformer run exported through `attnmt export` (parity-checked on its dev split)."""
+    from attnmt.model.cli import cmd_export
+    out = tmp_path_factory.mktemp("models") / "tiny-transformer"
+    args = argparse.Namespace(run=tiny_transformer_run, out=out, name="tiny", checkpoint="best.pt",
+                              parity_sentences=16, quantize=None, shortlist=True)
+    assert cmd_export(args) == 0                    # the shortlist, on by default, is skipped for a Transformer
+    return out
+
+
+def test_export_writes_the_three_graphs_and_a_manifest(transformer_model, tiny_transformer_run):
+    manifest = load_manifest(transformer_model)
+    assert manifest.schema_version == SCHEMA_VERSION and manifest.architecture == "Transformer"
+    assert manifest.graphs == GRAPHS
+    assert set(manifest.files) == {*GRAPHS.values(), "weights.bin", "spm.model", "checkpoint.pt"}
+    assert manifest.step_state == {"self_cache": "new_self_cache"}
+    assert manifest.initial_state == {"self_cache": "init_self_cache"}
+    raw = json.loads((transformer_model / "manifest.json").read_text())
+    assert raw["memory"] == ["cross_keys", "cross_values", "src_mask"]
+    assert raw["alignment"] == {"layer": -1, "heads": [1]}      # the run's alignment_head
+    dims = raw["dimensions"]
+    assert (dims["encoder_layers"], dims["decoder_layers"], dims["d_model"], dims["heads"], dims["ffn_size"]) == \
+        (2, 1, 32, 2, 64)
+    assert dims["vocab_size"] == raw["vocab_size"]                    # the run's SentencePiece
+    assert raw["training"]["config"]["architecture"] == "transformer" and "shortlist" not in raw
+    parity = raw["export_parity"]
+    for key in ("memory", "log_probs", "forced_log_probs", "alpha", "shared_vs_direct"):
+        assert parity[key] <= 1e-4, key
+    assert parity["greedy_identical"] == "16/16" and parity["late_rows"] == 8
+    assert isinstance(load_model(transformer_model / "checkpoint.pt"), type(load_model(tiny_transformer_run
+                                                                                        / "best.pt")))
+
+
+def test_graph_signatures_are_the_contract(transformer_model):
+    L, d, V = 1, 32, load_manifest(transformer_model).vocab_size
+    sessions = onnx_sessions(transformer_model)              # checks the names and their order
+    encoder = {o.name: (o.type, o.shape) for o in sessions["encoder"].get_outputs()}
+    assert encoder == {"cross_keys": ("tensor(float)", ["sentences", "src_len", L * d]),
+                       "cross_values": ("tensor(float)", ["sentences", "src_len", L * d]),
+                       "src_mask": ("tensor(bool)", ["sentences", "src_len"]),
+                       "init_self_cache": ("tensor(float)", ["sentences", 1, 2 * L * d])}
+    for name, inputs in (("decoder_step", STEP_INPUTS), ("decoder_step_shared", SHARED_STEP_INPUTS)):
+        session = sessions[name]
+        got = {i.name: (i.type, i.shape) for i in session.get_inputs()}
+        assert tuple(got) == inputs
+        memory_rows = "sentences" if name == "decoder_step_shared" else "rows"
+        assert got["self_cache"] == ("tensor(float)", ["rows", "cache_len", 2 * L * d])
+        assert got["cross_keys"] == got["cross_values"] == ("tensor(float)", [memory_rows, "src_len", L * d])
+        assert got["src_mask"] == ("tensor(bool)", [memory_rows, "src_len"])
+        for ids in ("prev_tokens", "forced_tokens", "positions"):
+            assert got[ids] == ("tensor(int64)", ["rows"])
+        assert got["k"] == ("tensor(int64)", [1]) and got["vocab_bias"] == ("tensor(float)", ["bias_rows", V])
+        outputs = {o.name: (o.type, o.shape) for o in session.get_outputs()}
+        assert tuple(outputs) == STEP_OUTPUTS
+        assert outputs["topk_ids"] == ("tensor(int64)", ["rows", "k"])
+        assert outputs["new_self_cache"] == ("tensor(float)", ["rows", "new_cache_len", 2 * L * d])
+
+
+def test_the_tied_table_is_stored_once_for_the_three_graphs(transformer_model):
+    """weights.bin holds each distinct tensor once: the tied embedding (source and target; the
+    step graphs' output layer reads a transposed copy) as float16, the sinusoid table as float32
+    (float16 cannot hold it exactly)."""
+    import onnx
+    readers: dict[tuple[int, int], set[str]] = {}            # (offset, length) -> graphs
+    dtypes: dict[tuple[int, int], int] = {}
+    for graph in GRAPHS.values():
+        for tensor in onnx.load(str(transformer_model / graph), load_external_data=False).graph.initializer:
+            if tensor.data_location == onnx.TensorProto.EXTERNAL:
+                entry = {e.key: e.value for e in tensor.external_data}
+                span = (int(entry["offset"]), int(entry["length"]))
+                readers.setdefault(span, set()).add(graph)
+                dtypes[span] = tensor.data_type
+    data = (transformer_model / "weights.bin").read_bytes()
+    contents = {span: data[span[0]:span[0] + span[1]] for span in readers}
+    assert len(set(contents.values())) == len(contents)
+    embedding = load_model(transformer_model / "checkpoint.pt").encoder.embedding.weight.detach()
+    [table] = [span for span, c in contents.items() if c == embedding.half().numpy().tobytes()]
+    assert readers[table] == set(GRAPHS.values())
+    from attnmt.model.architectures.transformer import sinusoids
+    [positions] = [span for span, c in contents.items() if c == sinusoids(64, 32).numpy().tobytes()]
+    assert dtypes[positions] == onnx.TensorProto.FLOAT and readers[positions] == set(GRAPHS.values())
+
+
+def encode(transformer_model, sentences):
+    tok = Tokenizer(transformer_model / "spm.model")
+    return [tok.encode(s) for s in sentences]
+
+
+def test_the_encoder_writes_zero_memory_on_padding_and_one_dummy_cache_entry(transformer_model):
+    sessions = onnx_sessions(transformer_model)
+    sources = encode(transformer_model, ["peru vidas kasa .", "kasa granda amas libo nova ."])
+    batch = make_batch(sources, None, [0, 1])
+    outputs = dict(zip(ENCODER_OUTPUTS, sessions["encoder"].run(
+        None, {"src_tokens": batch.src.numpy(), "src_lengths": batch.lengths.numpy()})))
+    mask = outputs["src_mask"]
+    assert mask.tolist() == (np.arange(batch.src.shape[1])[None] < batch.lengths.numpy()[:, None]).tolist()
+    for name in ("cross_keys", "cross_values"):
+        assert not outputs[name][~mask].any() and outputs[name][mask].any()
+    assert outputs["init_self_cache"].shape == (2, 1, 64) and not outputs["init_self_cache"].any()
+
+
+def test_rows_of_different_ages_decode_as_each_row_alone(transformer_model):
+    """Sentences joining a running batch at different steps, their caches left-padded to the
+    batch's length, choose the tokens they choose alone, with the same log-probabilities and α."""
+    sessions = onnx_sessions(transformer_model)
+    sources = encode(transformer_model, [s for s, _ in synthetic_corpus(10, seed=321)])
+    V = load_manifest(transformer_model).vocab_size
+    together, _ = onnx_greedy(sessions, sources, V, join_at=[0, 3, 1, 7, 0, 5, 2, 9, 4, 6])
+    for source, row in zip(sources, together):
+        [alone], _ = onnx_greedy(sessions, [source], V)
+        assert row.tokens == alone.tokens
+        assert np.abs(np.array(row.topk_log_probs) - np.array(alone.topk_log_probs)).max() <= 1e-5
+        assert np.abs(np.array(row.alpha) - np.array(alone.alpha)).max() <= 1e-5
+    assert len({len(row.tokens) for row in together}) > 1               # rows leave at different steps too
+
+
+def test_alpha_is_the_alignment_heads_mean_and_rows_sum_to_one(transformer_model):
+    sessions = onnx_sessions(transformer_model)
+    sources = encode(transformer_model, ["peru vidas kasa .", "kasa granda amas libo nova . gato roja havas arbo ."])
+    batch = make_batch(sources, None, [0, 1])
+    *memory, cache = sessions["encoder"].run(None, {"src_tokens": batch.src.numpy(),
+                                                    "src_lengths": batch.lengths.numpy()})
+    bias = no_specials_bias(load_manifest(transformer_model).vocab_size)
+    out = onnx_step(sessions["decoder_step"], np.full(2, BOS_ID), cache, tuple(memory), bias, 3,
+                    np.full(2, EOS_ID), np.zeros(2, dtype=np.int64))
+    alpha = out["alpha"]                                                      # 2 x S
+    assert np.allclose(alpha.sum(-1), 1, atol=1e-6)
+    assert not alpha[0, batch.lengths[0]:].any()                              # zero on the padding
+    assert (np.diff(out["topk_log_probs"], axis=1) <= 0).all()                # best first
+    # one step in PyTorch: α is alignment_head 1 of the last layer
+    import torch
+
+    from attnmt.model.search import TransformerSteps
+    model = load_model(transformer_model / "checkpoint.pt")
+    assert alignment_heads(model) == [1]
+    with torch.no_grad():
+        steps = TransformerSteps(model, batch.src, batch.lengths)
+        _, theirs = steps.step(torch.full((2,), BOS_ID))
+    assert np.abs(alpha - theirs.numpy()).max() < 1e-5
+    model.cfg.alignment_head = -1
+    assert alignment_heads(model) == [0, 1]                                    # -1: the mean of all heads
+
+
+def test_quantize_is_refused_for_a_transformer(tiny_transformer_run, tmp_path, capsys):
+    from attnmt.model.cli import cmd_export
+    args = argparse.Namespace(run=tiny_transformer_run, out=tmp_path / "int8", name=None, checkpoint="best.pt",
+                              parity_sentences=4, quantize="int8", shortlist=True)
+    assert cmd_export(args) == 2
+    assert "Transformer" in capsys.readouterr().err and not (tmp_path / "int8").exists()
+
+
+def test_nothing_is_written_unless_parity_holds(tiny_transformer_run, tmp_path):
+    from attnmt.model.export.transformer import export
+    out = tmp_path / "model"
+    with pytest.raises(RuntimeError, match="differ beyond"):
+        export(tiny_transformer_run / "best.pt", tiny_transformer_run / "spm.model", out, "tiny", "xx", "en",
+               ["kasa vidas peru ."], tolerance=-1.0)                       # no difference passes
+    assert not out.exists()
