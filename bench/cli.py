@@ -23,6 +23,16 @@ def _order(args: argparse.Namespace) -> int:
     return cmd_bench_order(args)
 
 
+def _ctranslate2(args: argparse.Namespace) -> int:
+    from attnmt.bench.ctranslate2 import agreement, bench_ctranslate2, format_ctranslate2
+    from attnmt.bench.offline import source_sentences
+    sources = source_sentences(args.model, args.data, args.sentences)
+    agreed = agreement(args.model, args.ctranslate2, sources, args.threads)
+    engines = {"fp32": args.ctranslate2, **({"int8": args.ctranslate2_int8} if args.ctranslate2_int8 else {})}
+    report = {**bench_ctranslate2(args.model, engines, sources, args.repeats, args.threads), "agreement": agreed}
+    return _bench_report(report, format_ctranslate2(report, agreed), args.json)
+
+
 def _fingerprint(args: argparse.Namespace) -> int:
     from attnmt.bench.fingerprint import cmd_bench_fingerprint
     return cmd_bench_fingerprint(args)
@@ -181,6 +191,16 @@ def _register_serving_benches(bench: argparse._SubParsersAction) -> None:
     b.add_argument("--rows", type=int, help="rows a step at most (default: the server's max_batch_rows)")
     b.add_argument("--json", type=Path, help="also write the report here")
     b.set_defaults(func=_order)
+    b = bench.add_parser("ctranslate2", help="attnmt against CTranslate2 on the same Transformer weights: greedy "
+                                             "agreement (fp32) and sentences/s, greedy and beam 5, batch 64 and 1, "
+                                             "CTranslate2 fp32 and int8 (`attnmt export --format ctranslate2`)")
+    model_and_data_arguments(b)
+    b.add_argument("--ctranslate2", type=Path, required=True, help="CTranslate2 fp32 directory of the same checkpoint")
+    b.add_argument("--ctranslate2-int8", type=Path, help="and its int8 directory")
+    b.add_argument("--repeats", type=int, default=3)
+    b.add_argument("--threads", type=int, default=2, help="intra-op threads of both engines")
+    b.add_argument("--json", type=Path, help="also write the report here")
+    b.set_defaults(func=_ctranslate2)
     b = bench.add_parser("fingerprint", help="the served n-best of the test sentences to the last digit (text, "
                                              "scores, token log-probs, a hash of α), one JSON line a hypothesis: "
                                              "`cmp` two to show a change kept behaviour")

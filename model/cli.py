@@ -73,8 +73,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "a sentence's quantization); batch invariance, BLEU change and speed on the dev split go into "
                         "the manifest")
     p.add_argument("--no-shortlist", dest="shortlist", action="store_false",
-                   help="no lexical shortlist (by default one is built from the run's training split and its dev "
-                        "BLEU change goes into the manifest)")
+                   help="no lexical shortlist (by default an RNNsearch gets one, built from the run's training split, "
+                        "its dev BLEU change measured by `attnmt evaluate --shortlist-change`; a Transformer none yet)")
+    p.add_argument("--format", choices=["attnmt", "ctranslate2"], default="attnmt",
+                   help="ctranslate2: a CTranslate2 model directory of a Transformer run's checkpoint, to hold the two "
+                        "engines against each other on the same weights (`attnmt bench ctranslate2`; needs the "
+                        "`ctranslate2` package of the dev extra); with --quantize int8, CTranslate2's int8")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("upgrade-model", help="re-export a schema_version 1 model directory from its checkpoint.pt "
@@ -187,6 +191,15 @@ def cmd_export(args: argparse.Namespace) -> int:
     from attnmt.service.modeldir.corpus import corpus_files, read_parallel
     cfg = yaml.safe_load((args.run / "config.yaml").read_text())
     architecture = cfg.get("architecture", "rnnsearch")
+    if args.format == "ctranslate2":
+        from attnmt.model.export.ctranslate2 import export_ctranslate2
+        if architecture != "transformer":
+            print(f"attnmt export: {args.run} is an {architecture}; CTranslate2 runs no RNNs, only Transformer "
+                  "runs convert", file=sys.stderr)
+            return 2
+        print(json.dumps(export_ctranslate2(args.run / args.checkpoint, args.run / "spm.model", args.out,
+                                            args.quantize)))
+        return 0
     if architecture not in ("rnnsearch", "transformer"):
         print(f"attnmt export: {args.run} is a {architecture}, which has no export", file=sys.stderr)
         return 2

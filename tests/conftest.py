@@ -89,6 +89,17 @@ def tiny_transformer_run(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_transformer(tiny_transformer_run, tmp_path_factory) -> Path:
+    """The tiny Transformer exported to a model directory named `tiny-transformer`."""
+    from attnmt.model.export.transformer import export
+    out = tmp_path_factory.mktemp("models") / "tiny-transformer"
+    sentences = [s for s, _ in synthetic_corpus(16, seed=99)]
+    export(tiny_transformer_run / "last.pt", tiny_transformer_run / "spm.model", out, "tiny-transformer", "xx", "en",
+           sentences, {})
+    return out
+
+
+@pytest.fixture(scope="session")
 def tiny_model(tiny_run, tmp_path_factory) -> Path:
     """The tiny run exported to an ONNX model directory (parity-checked by export)."""
     from attnmt.model.export.rnnsearch import export

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
@@ -94,6 +94,9 @@ class Translator:
         self.engine = engine
         self.tokenizer = engine.tokenizer
         self.max_tokens = max_tokens
+        # A Transformer's position table has max_positions rows: no source and no translation may
+        # be longer (the RNNsearch has no such table: None).
+        self.max_positions: int | None = engine.manifest.dimensions.get("max_positions")
         spec = engine.manifest.placeholders
         # Only a model trained with sentinels can carry them (manifest.placeholders); with
         # protection off, `sentinels` still drops any the model writes by itself.
@@ -112,10 +115,20 @@ class Translator:
         if len(ids) + 1 > self.max_tokens:
             raise InvalidInput(f"{what} has {len(ids) + 1} tokens, over the limit of {self.max_tokens} "
                                "(max_tokens_per_sentence)")
+        if self.max_positions is not None and len(ids) + 1 > self.max_positions:
+            raise InvalidInput(f"{what} has {len(ids) + 1} tokens, over model {self.name}'s "
+                               f"{self.max_positions} positions (its max_positions)")
         return ids + [self.engine.eos_id]
+
+    def _within_positions(self, options: SearchOptions) -> SearchOptions:
+        """`options` with the translation capped at the model's positions, if it has a table."""
+        if self.max_positions is None or options.max_target_tokens <= self.max_positions:
+            return options
+        return replace(options, max_target_tokens=self.max_positions)
 
     def search(self, text: str, options: SearchOptions, target: str | None = None) -> Search:
         """A Search ready to join a DecodeBatch; with `target`, forced decoding of that target."""
+        options = self._within_positions(options)
         if target is not None:
             return Search(self.encode(text, "source"), options, forced=self.encode(target, "target"))
         shortlist = self.engine.shortlist
