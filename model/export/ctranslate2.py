@@ -3,7 +3,8 @@ against each other on the same weights (`attnmt bench ctranslate2`).
 
 CTranslate2's `TransformerSpec` is filled weight by weight as docs/transformer.md maps it
 (pre-norm, ReLU, √d-scaled embeddings, its built-in sinusoids, which are ours); the vocabulary
-is the SentencePiece pieces in id order, so ids agree. Its parity traps, written down there:
+is the SentencePiece pieces in id order, so ids agree; the weights are rounded to float16 as
+`attnmt export` rounds them (then held in float32), so the two engines hold the same numbers. Its parity traps, written down there:
 pass `</s>` as the last source token (CTranslate2 adds none), and compare greedy output with
 `max_decoding_length` equal to ours. `ctranslate2` is a development dependency (the `dev`
 extra), never a serving one.
@@ -75,9 +76,12 @@ def export_ctranslate2(checkpoint: Path, tokenizer: Path, out: Path, quantizatio
     `quantization`: None (fp32) or one of CTranslate2's ("int8", "int8_float32"...)."""
     import ctranslate2
 
+    from attnmt.model.export.directory import round_to_half
     from attnmt.model.train import load_model
 
-    model = load_model(Path(checkpoint))
+    # The weights attnmt's export serves: rounded to float16 and held in float32, so both
+    # engines hold the very same numbers.
+    model = round_to_half(load_model(Path(checkpoint)))
     if not isinstance(model, Transformer):
         raise ValueError(f"{checkpoint} holds an {type(model).__name__}: CTranslate2 runs no RNNs "
                          "(only Transformer checkpoints convert)")
