@@ -5,9 +5,9 @@ CTranslate2's `TransformerSpec` is filled weight by weight as docs/transformer.m
 (pre-norm, ReLU, √d-scaled embeddings, its built-in sinusoids, which are ours); the vocabulary
 is the SentencePiece pieces in id order, so ids agree; the weights are rounded to float16 as
 `attnmt export` rounds them (then held in float32), so the two engines hold the same numbers.
-Its parity traps, written down there: pass `</s>` as the last source token (CTranslate2 adds none), and compare greedy output with
-`max_decoding_length` equal to ours. `ctranslate2` is a development dependency (the `dev`
-extra), never a serving one.
+Its parity traps, written down there: pass `</s>` as the last source token (CTranslate2 adds
+none), and compare greedy output with `max_decoding_length` equal to ours. `ctranslate2` is a
+development dependency (the `dev` extra), never a serving one.
 """
 
 from __future__ import annotations
