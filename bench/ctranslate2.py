@@ -55,10 +55,11 @@ def _first_difference(a: list[str], b: list[str]) -> int:
 def agreement(model_dir: Path, ct2_dir: Path, sources: list[str], threads: int = 1) -> dict:
     """Greedy pieces from both engines (fp32): the share identical, and the differences."""
     translator = Translator(Engine(model_dir, EngineOptions(intra_op_threads=threads)), max_tokens=10_000)
-    options = SearchOptions(beam_size=1, max_length_ratio=10.0, max_length_extra=MAX_DECODING_LENGTH).validate()
+    limit = _limit(translator)
+    options = SearchOptions(beam_size=1, max_length_ratio=10.0, max_length_extra=limit,
+                            max_target_tokens=limit).validate()
     ours = [t.best.target_tokens for t in translator.translate(sources, options)]
     ours = [pieces[:-1] if pieces and pieces[-1] == "</s>" else pieces for pieces in ours]
-    limit = _limit(translator)
     results = _ctranslate2(ct2_dir, threads).translate_batch(_source_pieces(translator, sources), beam_size=1,
                                                              max_decoding_length=limit)
     theirs = [r.hypotheses[0] for r in results]

@@ -92,6 +92,27 @@ class DecodeBatch:
     def longest(self) -> int:
         return max((s.src_len for s in self.searches), default=0)
 
+    def cache_bytes(self) -> int:
+        """Bytes the growing states (a Transformer's self-attention caches) take now: every row
+        is as long as the longest live row (rows are aligned on the right)."""
+        entry = self.engine.cache_entry_bytes
+        if not entry or not self.n_rows:
+            return 0
+        steps = int(self.rows.steps[:self.n_rows].max())
+        return self.n_rows * (self.engine.cache_initial_length + steps) * entry
+
+    def cache_peak_bytes(self, rows: int, max_length: int) -> int:
+        """A bound on the growing states' bytes if the batch had `rows` rows and a sentence of
+        at most `max_length` target tokens joined: each row grows by one position a step, at
+        most until the longest-lived sentence ends, and is as long as the longest row."""
+        entry = self.engine.cache_entry_bytes
+        if not entry:
+            return 0
+        live = self.n_rows
+        steps = int(self.rows.steps[:live].max()) if live else 0
+        longest_to_come = max([max_length] + [s.max_length for s in self.searches])
+        return rows * (self.engine.cache_initial_length + steps + longest_to_come) * entry
+
     # --- joining and leaving ---------------------------------------------------
 
     def encode(self, searches: list[Search]) -> None:

@@ -84,6 +84,8 @@ class Engine:
         self.encoder = self.sessions.graph("encoder", ENCODER_INPUTS, self.encoder_outputs)
         self.decoder = self.sessions.step_graph("decoder_step")
         self.positions = self.sessions.positions            # whether the step graphs take POSITIONS
+        self.cache_entry_bytes, self.cache_initial_length = _cache_size(self.decoder, self.encoder,
+                                                                        self.initial_state)
         # The same graph with spinning threads, for steps while the server is idle (a lone
         # sentence's latency drops); without spinning under load, when the event loop needs
         # the cores. It costs some resident memory.
@@ -209,3 +211,24 @@ class Engine:
         if shared:
             return self.shared_decoder
         return self._idle_decoder if idle and self._idle_decoder is not None else self.decoder
+
+
+def _cache_size(decoder: ort.InferenceSession, encoder: ort.InferenceSession,
+                initial_state: dict[str, str]) -> tuple[int, int]:
+    """(bytes one position of every growing state takes in one row, the positions a row's
+    growing state starts with). A growing state is a per-row state of rank 2 or more, a
+    Transformer's self-attention cache [R, T, ...] (modeldir/manifest.py); (0, 0) for an RNN."""
+    steps = {i.name: i for i in decoder.get_inputs()}
+    starts = {o.name: o for o in encoder.get_outputs()}
+    entry, initial = 0, 0
+    for name, output in initial_state.items():
+        shape = steps[name].shape
+        if len(shape) < 3:
+            continue
+        if not all(isinstance(d, int) for d in shape[2:]):
+            raise ModelLoadError(f"decoder_step input {name} {shape}: a growing state needs fixed sizes "
+                                 "beyond its first two axes (rows, positions)")
+        entry += int(np.prod(shape[2:])) * 4                      # float32
+        start = starts[output].shape[1]
+        initial = max(initial, start if isinstance(start, int) else 0)
+    return entry, initial

@@ -68,6 +68,7 @@ class Server:
                                 inter_op_threads=s.inter_op_threads, optimization=s.graph_optimization,
                                 allow_spinning=s.allow_spinning, idle_spinning=s.idle_spinning, shortlist=s.shortlist)
         limits = SchedulerLimits(max_batch_rows=s.max_batch_rows, max_batch_tokens=s.max_batch_tokens,
+                                 max_cache_bytes=s.max_cache_bytes,
                                  max_queue=s.max_queue, max_queue_delay=s.queue_delay_seconds,
                                  min_joiners=s.min_joiners, max_join_delay=s.max_join_delay_ms / 1000,
                                  retry_after=s.retry_after_seconds, continuous=s.batching == "continuous")

@@ -35,6 +35,9 @@ class Metrics:
 
         self.queue_depth = Gauge("attnmt_queue_depth", "Sentences waiting to join the decode batch.", registry=r)
         self.inflight = Gauge("attnmt_inflight_sentences", "Sentences in the decode batch.", registry=r)
+        self.cache_bytes = Gauge("attnmt_decoder_cache_bytes", "Bytes of the decode batch's growing states (a "
+                                 "Transformer's self-attention caches) at the last step; 0 for an RNNsearch.",
+                                 registry=r)
         self.batch_rows = Histogram("attnmt_batch_rows", "Decoder rows per step (a beam of k is k rows).",
                                     buckets=ROW_BUCKETS, registry=r)
         self.queue_wait = Histogram("attnmt_queue_wait_seconds", "Time from admission to joining the batch.",

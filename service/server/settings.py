@@ -83,6 +83,10 @@ class Settings(BaseSettings):
                                   "request: a batch is formed, decoded to the end, then the next one starts")
     max_batch_rows: int = Field(64, ge=1, le=4096, description="decoder rows per step (a beam of k takes k rows)")
     max_batch_tokens: int = Field(8192, ge=16, description="rows x longest source length allowed in one step")
+    max_cache_bytes: int = Field(512 * 2**20, ge=0, description="a Transformer's self-attention caches in one "
+                                 "model's decode batch at most this many bytes, counted at their peak (every row as "
+                                 "long as the longest, until the longest-lived sentence ends); a sentence that could "
+                                 "pass it waits until rows leave (a lone sentence always runs); 0: no limit")
     # Unset: 0 with continuous batching, where a later arrival joins at the next step anyway (a
     # wait would only add latency), 2 ms with request-level batching, whose batch is closed once
     # it starts.

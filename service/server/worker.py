@@ -46,6 +46,7 @@ IDLE_AFTER_REFUSAL = 10.0
 class SchedulerLimits:
     max_batch_rows: int = 64
     max_batch_tokens: int = 8192      # rows x longest source in a step
+    max_cache_bytes: int = 0          # growing states (self-attention caches) of a step; 0: no limit
     max_queue: int = 1024
     max_queue_delay: float = 0.002    # seconds an idle worker waits for more sentences
     min_joiners: int = 1              # a running batch (half full or more) takes joiners this many at a time
@@ -239,7 +240,8 @@ class DecodeWorker:
         if not self.limits.continuous and self._jobs:
             return []                    # request-level: the batch runs to its end first
         joining: list[Job] = []
-        budget = {"rows": self.batch.n_rows, "longest": self.batch.longest}
+        # rows, longest source and longest translation to come once this round's joiners are in
+        budget = {"rows": self.batch.n_rows, "longest": self.batch.longest, "to_come": 0}
 
         def width(job: Job) -> int:
             return job.search.options.beam_size if job.search.forced is None else 1
@@ -248,12 +250,17 @@ class DecodeWorker:
             if not budget["rows"]:
                 return True              # an empty step takes anything (limits are checked at the door)
             rows, longest = budget["rows"] + width(job), max(budget["longest"], job.search.src_len)
+            if (self.limits.max_cache_bytes
+                    and self.batch.cache_peak_bytes(rows, max(job.search.max_length, budget["to_come"]))
+                    > self.limits.max_cache_bytes):
+                return False             # the caches could outgrow their budget: wait until rows leave
             return rows <= self.limits.max_batch_rows and rows * longest <= self.limits.max_batch_tokens
 
         def admit(job: Job) -> None:
             joining.append(job)
             budget["rows"] += width(job)
             budget["longest"] = max(budget["longest"], job.search.src_len)
+            budget["to_come"] = max(budget["to_come"], job.search.max_length)
 
         self._waiting.take(lambda job: width(job) * job.search.src_len, fits, admit)
         return joining
@@ -275,6 +282,7 @@ class DecodeWorker:
             for job in joining:
                 job.encoded = encoded
         rows = self.batch.n_rows
+        self.metrics.cache_bytes.set(self.batch.cache_bytes())
         idle = self._idle(rows)
         if idle:
             self.metrics.idle_steps.inc()

@@ -37,7 +37,7 @@ COUNTERS = {"grpc_server_started_total", "grpc_server_handled_total", "grpc_serv
             "attnmt_target_tokens_total", "attnmt_rejected_total", "attnmt_step_failures_total",
             "attnmt_cache_requests_total", "attnmt_idle_steps_total"}
 GAUGES = {"attnmt_queue_depth", "attnmt_inflight_sentences", "attnmt_model_info", "attnmt_ready",
-          "attnmt_cache_entries"}
+          "attnmt_cache_entries", "attnmt_decoder_cache_bytes"}
 HISTOGRAMS = {"grpc_server_handling_seconds", "attnmt_batch_rows", "attnmt_queue_wait_seconds",
               "attnmt_step_seconds", "attnmt_encoder_seconds"}
 SCRAPE_SERIES = {"up"}           # written by Prometheus itself, for every target

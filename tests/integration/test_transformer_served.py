@@ -57,3 +57,21 @@ def test_a_source_beyond_the_transformers_positions_is_refused(both):
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT and "max_positions" in error.details()
     # the RNNsearch has no position table: the same sentence is translated
     assert both.Translate(pb.TranslateRequest(sentences=[too_long], model="tiny")).translations[0].text
+
+
+def test_the_cache_budget_holds_sentences_back_until_rows_leave(tiny_transformer):
+    """A Transformer's caches (here 256 bytes a position a row) within max_cache_bytes: with room
+    for about one row, the sentences of one request decode one after another instead of side by
+    side, and answer as before."""
+    sentences = ["kasa granda .", "peru vidas kasa .", "gato roja .", "libo nova amas ."]
+
+    def run(env: dict[str, str]) -> tuple[list[str], float]:
+        with RunningServer([tiny_transformer], {"ATTNMT_DEFAULT_BEAM_SIZE": "1", **env}) as server:
+            with grpc.insecure_channel(server.address) as channel:
+                reply = pb_grpc.TranslatorStub(channel).Translate(pb.TranslateRequest(sentences=sentences))
+            return [t.text for t in reply.translations], server.metric("attnmt_batch_rows_count")
+
+    free, free_steps = run({})
+    held, held_steps = run({"ATTNMT_MAX_CACHE_BYTES": str(256 * 24)})
+    assert held == free
+    assert held_steps > free_steps            # fewer rows a step: the sentences waited for room
