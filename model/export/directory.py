@@ -198,3 +198,17 @@ def publish(staged: Path, out_dir: Path) -> None:
     if out_dir.exists():
         shutil.rmtree(out_dir)
     shutil.copytree(staged, out_dir)
+
+
+def check_and_publish(staged: Path, out_dir: Path, manifest: dict, parity) -> dict:
+    """Write `manifest`, load it as the service will (its contract must hold), record
+    `parity()` (the graphs against PyTorch) in it as `export_parity`, then put the directory
+    in place of `out_dir`; a failed parity check raises before anything is published."""
+    from attnmt.service.modeldir.manifest import load_manifest, write_manifest
+
+    write_manifest(staged, manifest)
+    load_manifest(staged)
+    manifest["export_parity"] = parity()
+    write_manifest(staged, manifest)
+    publish(staged, out_dir)
+    return manifest

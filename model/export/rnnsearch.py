@@ -40,6 +40,7 @@ from attnmt.model.export.directory import (  # noqa: F401  (HALF_SUFFIX, full_pr
     OPSET,
     PARITY_TOPK,
     base_manifest,
+    check_and_publish,
     choose_tokens,
     full_precision,
     placeholder_contract,
@@ -63,7 +64,6 @@ from attnmt.service.modeldir.manifest import (
     SHARED_DECODER_INPUTS,
     SHORTLIST_GRAPHS,
     file_entries,
-    load_manifest,
     write_manifest,
 )
 from attnmt.service.modeldir.vocabulary import no_specials_bias
@@ -297,13 +297,9 @@ def export(checkpoint: Path, tokenizer: Path, out_dir: Path, name: str, source_l
             frequent_ids, table = lexical_shortlist
             manifest["shortlist"] = {"file": shortlist.FILE, "frequent": len(frequent_ids),
                                      "per_source": table.shape[1], "scoring": "dice, sentence co-occurrence"}
-        write_manifest(tmp, manifest)
-        load_manifest(tmp)                       # what the service will read holds to its contract
         sources = [tok.encode(s) for s in parity_sentences]
-        manifest["export_parity"] = check_parity(model, onnx_sessions(tmp), sources, tolerance)
-        write_manifest(tmp, manifest)
-        publish(tmp, out_dir)
-    return manifest
+        return check_and_publish(tmp, out_dir, manifest,
+                                 lambda: check_parity(model, onnx_sessions(tmp), sources, tolerance))
 
 
 def update_manifest(model_dir: Path, **sections) -> None:

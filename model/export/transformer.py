@@ -48,9 +48,9 @@ from attnmt.model.batching import make_batch
 from attnmt.model.export.directory import (
     PARITY_TOPK,
     base_manifest,
+    check_and_publish,
     choose_tokens,
     max_diff,
-    publish,
     round_to_half,
     save_half_checkpoint,
     share_weights,
@@ -64,8 +64,6 @@ from attnmt.service.modeldir.manifest import (
     GRAPHS,
     POSITIONS,
     file_entries,
-    load_manifest,
-    write_manifest,
 )
 from attnmt.service.modeldir.vocabulary import no_specials_bias
 
@@ -415,10 +413,6 @@ def export(checkpoint: Path, tokenizer: Path, out_dir: Path, name: str, source_l
                                  model.cfg.to_dict(), dict(GRAPHS), file_entries(tmp, files), training)
         manifest.update(memory=list(MEMORY), step_state=dict(STEP_STATE), initial_state=dict(INITIAL_STATE),
                         alignment={"layer": model.cfg.alignment_layer, "heads": alignment_heads(model)})
-        write_manifest(tmp, manifest)
-        load_manifest(tmp)                       # what the service will read holds to its contract
         sources = [tok.encode(s) for s in parity_sentences]
-        manifest["export_parity"] = check_parity(model, onnx_sessions(tmp), sources, tolerance)
-        write_manifest(tmp, manifest)
-        publish(tmp, out_dir)
-    return manifest
+        return check_and_publish(tmp, out_dir, manifest,
+                                 lambda: check_parity(model, onnx_sessions(tmp), sources, tolerance))

@@ -2,7 +2,6 @@
 docs/transformer.md on a tiny trained Transformer, its parity with PyTorch, and caches of
 rows of different ages in one batch."""
 
-import argparse
 import json
 
 import numpy as np
@@ -29,11 +28,11 @@ from conftest import synthetic_corpus
 @pytest.fixture(scope="module")
 def transformer_model(tiny_transformer_run, tmp_path_factory):
     """The tiny Transformer run exported through `attnmt export` (parity-checked on its dev split)."""
-    from attnmt.model.cli import cmd_export
+    from attnmt.service.cli import main
     out = tmp_path_factory.mktemp("models") / "tiny-transformer"
-    args = argparse.Namespace(run=tiny_transformer_run, out=out, name="tiny", checkpoint="best.pt",
-                              parity_sentences=16, quantize=None, shortlist=True)
-    assert cmd_export(args) == 0                    # the shortlist, on by default, is skipped for a Transformer
+    # the shortlist, on by default, is skipped for a Transformer
+    assert main(["export", "--run", str(tiny_transformer_run), "--out", str(out), "--name", "tiny",
+                 "--parity-sentences", "16"]) == 0
     return out
 
 
@@ -171,10 +170,9 @@ def test_alpha_is_the_alignment_heads_mean_and_rows_sum_to_one(transformer_model
 
 
 def test_quantize_is_refused_for_a_transformer(tiny_transformer_run, tmp_path, capsys):
-    from attnmt.model.cli import cmd_export
-    args = argparse.Namespace(run=tiny_transformer_run, out=tmp_path / "int8", name=None, checkpoint="best.pt",
-                              parity_sentences=4, quantize="int8", shortlist=True)
-    assert cmd_export(args) == 2
+    from attnmt.service.cli import main
+    assert main(["export", "--run", str(tiny_transformer_run), "--out", str(tmp_path / "int8"),
+                 "--parity-sentences", "4", "--quantize", "int8"]) == 2
     assert "Transformer" in capsys.readouterr().err and not (tmp_path / "int8").exists()
 
 
