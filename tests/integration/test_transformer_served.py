@@ -75,3 +75,59 @@ def test_the_cache_budget_holds_sentences_back_until_rows_leave(tiny_transformer
     held, held_steps = run({"ATTNMT_MAX_CACHE_BYTES": str(256 * 24)})
     assert held == free
     assert held_steps > free_steps            # fewer rows a step: the sentences waited for room
+
+
+# --- every alignment feature, for both architectures ------------------------------------
+
+@pytest.mark.parametrize("model", ["tiny", "tiny-transformer"])
+def test_hard_links_and_pharaoh(both, model):
+    hyp = both.Translate(pb.TranslateRequest(sentences=[MEDIUM], model=model, options=pb.DecodingOptions(
+        alignment=pb.ALIGNMENT_HARD))).translations[0].hypotheses[0]
+    links = [(link.source, link.target) for link in hyp.alignment.links]
+    assert links and hyp.alignment.pharaoh == " ".join(f"{s}-{t}" for s, t in links)
+    words = [i for i, w in enumerate(hyp.target_words) if w != "</s>"]
+    assert sorted(t for _, t in links) == words                          # argmax: each target word once
+
+
+@pytest.mark.parametrize("model", ["tiny", "tiny-transformer"])
+def test_html_markup_is_placed_and_well_formed(both, model):
+    text = both.Translate(pb.TranslateRequest(sentences=["<b>kasa</b> granda ."], model=model,
+                                              format=pb.TEXT_FORMAT_HTML)).translations[0].text
+    assert text.count("<b>") == 1 and text.count("</b>") == 1 and text.index("<b>") < text.index("</b>")
+
+
+@pytest.mark.parametrize("model", ["tiny", "tiny-transformer"])
+def test_a_glossary_term_is_written_over_its_aligned_words(both, model):
+    hyp = both.Translate(pb.TranslateRequest(
+        sentences=["kasa granda vidas peru ."], model=model, options=pb.DecodingOptions(alignment=pb.ALIGNMENT_WORDS),
+        glossary=[pb.GlossaryEntry(source="peru", target="hound")])).translations[0].hypotheses[0]
+    assert "hound" in hyp.text.split()
+    (match,) = hyp.glossary_applied
+    assert list(hyp.target_words[match.target_start:match.target_end]) == ["hound"]
+
+
+@pytest.mark.parametrize("model", ["tiny", "tiny-transformer"])
+def test_quality_and_placeholders(both, model):
+    hyp = both.Translate(pb.TranslateRequest(sentences=["kasa %s vidas {name} ."], model=model))\
+        .translations[0].hypotheses[0]
+    assert 0.0 <= hyp.quality.score <= 1.0
+    assert hyp.text.count("%s") <= 1 and hyp.text.count("{name}") <= 1      # never invented, never doubled
+
+
+@pytest.mark.parametrize("model", ["tiny", "tiny-transformer"])
+def test_documents_and_their_word_offsets(both, model):
+    document = "kasa granda .  peru vidas kasa ."
+    translation = both.Translate(pb.TranslateRequest(sentences=[document], model=model, split_sentences=True,
+                                                     options=pb.DecodingOptions(alignment=pb.ALIGNMENT_WORDS)))\
+        .translations[0]
+    assert len(translation.sentences) == 2 and "  " in translation.text       # the whitespace between kept
+    for span, word in zip(translation.source_word_spans, translation.source_words):
+        if word != "</s>":
+            assert document[span.start:span.end] == word
+
+
+@pytest.mark.parametrize("model", ["tiny", "tiny-transformer"])
+def test_streaming_answers_each_item(both, model):
+    requests = [pb.StreamRequest(id=str(i), sentence=s, model=model) for i, s in enumerate([SHORT, MEDIUM, SHORT])]
+    answers = {r.id: r.translation.text for r in both.TranslateStream(iter(requests))}
+    assert set(answers) == {"0", "1", "2"} and answers["0"] == answers["2"]
