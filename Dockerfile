@@ -84,7 +84,8 @@ FROM ${PYTHON_IMAGE}
 # ORT_DISABLE_TELEMETRY: ONNX Runtime's Linux wheels collect usage telemetry for upload and keep
 # a device id under $XDG_CACHE_HOME or ~/.cache; with HOME=/nonexistent that failed, with a
 # warning at every start. The pods may open no connection (NetworkPolicy), so nothing could be
-# sent anyway: switched off, ONNX Runtime writes and sends nothing.
+# sent anyway: switched off, ONNX Runtime writes and sends nothing. (The engine sets it too,
+# service/inference/__init__.py; here it also covers the build stage's checks.)
 ENV PATH=/opt/attnmt/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
