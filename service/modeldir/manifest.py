@@ -114,6 +114,9 @@ class SpecialIds(BaseModel):
 class FileEntry(BaseModel):
     sha256: str
     bytes: int
+    # False for what serving never reads (the float16 checkpoint.pt, kept for re-export and
+    # `attnmt upgrade-model`): a serving copy of the directory may leave it out.
+    serving: bool = True
 
 
 class Manifest(BaseModel):
@@ -181,8 +184,16 @@ def sha256_of(path: Path) -> str:
     return h.hexdigest()
 
 
+# What an export writes beside the graphs that serving never reads.
+NOT_SERVED = ("checkpoint.pt",)
+
+
 def file_entries(model_dir: Path, names: list[str]) -> dict[str, dict]:
-    return {n: {"sha256": sha256_of(model_dir / n), "bytes": (model_dir / n).stat().st_size} for n in names}
+    """Checksums of `names` in `model_dir`, those in NOT_SERVED marked `serving: false`."""
+    entries = {n: {"sha256": sha256_of(model_dir / n), "bytes": (model_dir / n).stat().st_size} for n in names}
+    for name in set(names) & set(NOT_SERVED):
+        entries[name]["serving"] = False
+    return entries
 
 
 def load_manifest(model_dir: Path, verify: bool = True) -> Manifest:
@@ -213,6 +224,8 @@ def load_manifest(model_dir: Path, verify: bool = True) -> Manifest:
     for name, entry in manifest.files.items():
         file = Path(model_dir) / name
         if not file.is_file():
+            if not entry.serving:
+                continue                 # a serving copy may leave it out; if present, it is checked
             raise ModelLoadError(f"{model_dir}: {name} is listed in the manifest but missing")
         if verify and (file.stat().st_size != entry.bytes or sha256_of(file) != entry.sha256):
             raise ModelLoadError(f"{model_dir}: {name} does not match its manifest checksum (corrupt or replaced)")

@@ -19,7 +19,9 @@ import tomllib
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from attnmt.service.errors import ModelLoadError
 from attnmt.service.modeldir.manifest import MANIFEST, load_manifest
+from attnmt.service.modeldir.manifest import NOT_SERVED as NOT_SERVED_FILES
 from conftest import REPO
 
 ROOT = REPO
@@ -27,8 +29,8 @@ MODEL = "models/rnnsearch-es-en"
 LOCKS = ROOT / "deploy" / "requirements"
 ORT_BUILDS = {"cpu": {"onnxruntime"}, "openvino": {"onnxruntime", "onnxruntime-ep-openvino"},
               "gpu": {"onnxruntime-gpu", "nvidia-cuda-runtime", "nvidia-cudnn-cu13"}}
-# The model directory's files that serving never reads: out of the context, out of the image's manifest.
-NOT_SERVED = {"checkpoint.pt"}
+# The model directory's files that serving never reads: out of the context; the manifest marks them.
+NOT_SERVED = set(NOT_SERVED_FILES)
 # Environment markers as the image evaluates them (CPython 3.11 on Linux x86_64).
 IMAGE_MARKERS = {"python_version": "3.11", "python_full_version": "3.11.2", "implementation_name": "cpython",
                  "platform_python_implementation": "CPython", "sys_platform": "linux", "platform_system": "Linux",
@@ -204,27 +206,27 @@ def test_image_gets_the_package_and_the_locks():
 
 
 def test_image_gets_every_model_file_serving_reads(tmp_path):
-    """The model files copied are those the manifest lists, less NOT_SERVED; the Dockerfile drops
-    those entries from the image's manifest, and the directory then loads with every checksum."""
+    """The model files copied are those the manifest lists, less those it marks `serving: false`
+    (NOT_SERVED); the directory as copied loads, every checksum checked, with its manifest as it is."""
     manifest = json.loads((ROOT / MODEL / MANIFEST).read_text())
     copied = {f.removeprefix(MODEL + "/") for f in set().union(*copied_from_context().values())
               if f.startswith(MODEL + "/")}
-    assert copied == (set(manifest["files"]) - NOT_SERVED) | {MANIFEST}
+    not_served = {name for name, entry in manifest["files"].items() if entry.get("serving") is False}
+    assert not_served == NOT_SERVED & set(manifest["files"])
+    assert copied == (set(manifest["files"]) - not_served) | {MANIFEST}
     read = {manifest["tokenizer"], *manifest["graphs"].values(), "weights.bin"}
     if manifest.get("shortlist"):
         read.add(manifest["shortlist"]["file"])
     assert read <= copied, "a graph, the tokenizer, the weights or the shortlist left out"
 
-    dockerfile = (ROOT / "Dockerfile").read_text()
-    for name in NOT_SERVED & set(manifest["files"]):
-        assert f'manifest["files"].pop("{name}", None)' in dockerfile, f"the image's manifest still lists {name}"
     image_model = tmp_path / "rnnsearch-es-en"
     image_model.mkdir()
-    for name in copied - {MANIFEST}:
+    for name in copied:
         shutil.copy(ROOT / MODEL / name, image_model / name)
-    manifest["files"] = {n: e for n, e in manifest["files"].items() if n not in NOT_SERVED}
-    (image_model / MANIFEST).write_text(json.dumps(manifest))
     load_manifest(image_model, verify=True)
+    (image_model / "weights.bin").unlink()               # a file serving reads may not be missing
+    with pytest.raises(ModelLoadError, match="weights.bin is listed in the manifest but missing"):
+        load_manifest(image_model, verify=False)
 
 
 def test_the_model_directory_copied_is_the_one_served():

@@ -69,3 +69,22 @@ def test_a_transformers_declaration_is_read(tmp_path):
 def test_a_memory_the_batch_cannot_serve_is_refused(tmp_path, memory, message):
     with pytest.raises(ModelLoadError, match=message):
         load_manifest(_directory(tmp_path, memory=memory), verify=False)
+
+
+def test_a_serving_copy_may_leave_out_what_serving_never_reads(tiny_model, tmp_path):
+    import json
+    import shutil
+
+    from attnmt.service.errors import ModelLoadError
+    from attnmt.service.modeldir.manifest import MANIFEST, load_manifest
+
+    files = json.loads((tiny_model / MANIFEST).read_text())["files"]
+    assert files["checkpoint.pt"]["serving"] is False                  # the export marks it
+    assert all(entry.get("serving", True) for name, entry in files.items() if name != "checkpoint.pt")
+    copy = tmp_path / "copy"
+    shutil.copytree(tiny_model, copy)
+    (copy / "checkpoint.pt").unlink()
+    load_manifest(copy)                                                # complete without it
+    (copy / "checkpoint.pt").write_bytes(b"not the checkpoint")
+    with pytest.raises(ModelLoadError, match="checkpoint.pt does not match"):
+        load_manifest(copy)                                            # but checked when present
