@@ -97,7 +97,7 @@ in_container python -c 'import os, sys; sys.exit(not os.statvfs("/").f_flag & os
 in_container sh -c 'echo > /tmp/smoke-test' || fail "/tmp is not writable"
 pass
 
-check "model files: what the manifest lists"
+check "model files: what the manifest serves"
 files=$(in_container python - <<'EOF'
 import os
 import sys
@@ -105,10 +105,11 @@ import sys
 from attnmt.service.modeldir.manifest import MANIFEST, load_manifest
 
 model = os.environ["ATTNMT_MODELS"]
-listed = set(load_manifest(model).files) | {MANIFEST}
+files = load_manifest(model).files
+listed = {name for name, entry in files.items() if entry.serving} | {MANIFEST}
 shipped = set(os.listdir(model))
 if shipped != listed:
-    sys.exit(f"listed, missing: {sorted(listed - shipped)}; shipped, unlisted: {sorted(shipped - listed)}")
+    sys.exit(f"served, missing: {sorted(listed - shipped)}; shipped, not served: {sorted(shipped - listed)}")
 if "checkpoint.pt" in shipped:
     sys.exit("checkpoint.pt (PyTorch weights, never served) is shipped")
 print(*sorted(shipped))
