@@ -106,21 +106,24 @@ def _drive(engine, translator, plan):
     return searches
 
 
+# Joins, a removal, beams opening and narrowing, forced rows, the memory growing and shrinking.
+PLAN = [(LONG + " " + LONG, SearchOptions(max_length_ratio=0.01, max_length_extra=12), None),
+        (LONG, SearchOptions(beam_size=2), None),
+        (SHORT, SearchOptions(beam_size=4, n_best=3), None),
+        ("gato .", SearchOptions(), None),
+        ("sola amas luna granda .", SearchOptions(beam_size=3, n_best=3), None),
+        (LONG, SearchOptions(beam_size=2, n_best=2), None),
+        (SHORT, SearchOptions(), "the cat sees the house ."),
+        (LONG + " " + LONG, SearchOptions(), None)]
+
+
 def test_the_device_path_gives_the_host_paths_answers_bit_for_bit(translator, device_translator):
     """Joins (two groups before a step), a removal, beams opening and narrowing, forced
     rows, the memory growing and shrinking: every finished hypothesis, its log-probs and
     α, are the host path's exactly."""
     assert device_translator.engine.io_binding and not translator.engine.io_binding
-    plan = [(LONG + " " + LONG, SearchOptions(max_length_ratio=0.01, max_length_extra=12), None),
-            (LONG, SearchOptions(beam_size=2), None),
-            (SHORT, SearchOptions(beam_size=4, n_best=3), None),
-            ("gato .", SearchOptions(), None),
-            ("sola amas luna granda .", SearchOptions(beam_size=3, n_best=3), None),
-            (LONG, SearchOptions(beam_size=2, n_best=2), None),
-            (SHORT, SearchOptions(), "the cat sees the house ."),
-            (LONG + " " + LONG, SearchOptions(), None)]
-    want = _drive(translator.engine, translator, plan)
-    got = _drive(device_translator.engine, device_translator, plan)
+    want = _drive(translator.engine, translator, PLAN)
+    got = _drive(device_translator.engine, device_translator, PLAN)
     assert not want[1].finished and not got[1].finished          # removed before it finished
     assert sum(len(s.finished) for s in want) > 12
     for w, g in zip(want, got):

@@ -23,7 +23,6 @@ from attnmt.model.export.rnnsearch import _to_onnx
 from attnmt.model.train import load_model
 from attnmt.service.errors import ModelLoadError
 from attnmt.service.inference.engine import Engine, EngineOptions
-from attnmt.service.inference.search import SearchOptions
 from attnmt.service.modeldir.manifest import (
     ENCODER_INPUTS,
     GRAPHS,
@@ -35,8 +34,8 @@ from attnmt.service.modeldir.manifest import (
     write_manifest,
 )
 from attnmt.service.text.translator import Translator
-from unit.inference.test_decoding import LONG, SHORT
-from unit.inference.test_device import _drive
+from unit.inference.test_decoding import SHORT
+from unit.inference.test_device import PLAN, _drive
 
 MEMORY = ["src_mask", "source_keys", "forward_states", "backward_states"]
 
@@ -140,16 +139,6 @@ def test_the_engine_reads_the_declared_memory(split):
     assert encoded.memory["src_mask"].dtype == bool and encoded.memory["forward_states"].ndim == 3
     assert device.memory_gathers == {"src_mask": "memory_gather_bool_2.onnx",
                                      **{name: "memory_gather_float_3.onnx" for name in MEMORY[1:]}}
-
-
-PLAN = [(LONG + " " + LONG, SearchOptions(max_length_ratio=0.01, max_length_extra=12), None),
-        (LONG, SearchOptions(beam_size=2), None),
-        (SHORT, SearchOptions(beam_size=4, n_best=3), None),
-        ("gato .", SearchOptions(), None),
-        ("sola amas luna granda .", SearchOptions(beam_size=3, n_best=3), None),
-        (LONG, SearchOptions(beam_size=2, n_best=2), None),
-        (SHORT, SearchOptions(), "the cat sees the house ."),
-        (LONG + " " + LONG, SearchOptions(), None)]
 
 
 @pytest.mark.parametrize("path", ["host", "device"])
