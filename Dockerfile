@@ -4,13 +4,13 @@
 #   docker build --platform linux/amd64 --build-arg ORT=gpu -t attnmt:0.1.0-gpu .   # CUDA: + NVIDIA pip libraries
 #   docker build --platform linux/amd64 --build-arg ORT=openvino -t attnmt:0.1.0-openvino .
 #       # + OpenVINO's execution provider; run with ATTNMT_DEVICE=openvino [ATTNMT_PRECISION=bf16]
-#   docker run --rm -p 50051:50051 -p 8002:8002 attnmt:0.1.0
+#   docker run --rm -p 50051:50051 -p 8080:8080 -p 8002:8002 attnmt:0.1.0
 #   deploy/smoke-test.sh attnmt:0.1.0     # runs it as the Kubernetes base does, and checks it
 #
 # linux/amd64: the locks in deploy/requirements/ are resolved for CPython 3.11 on Linux x86_64.
 #
 # Settings are ATTNMT_* environment variables (service/server/settings.py). No torch:
-# the image holds ONNX Runtime, gRPC and the model files serving reads.
+# the image holds ONNX Runtime, gRPC, Starlette and uvicorn (HTTP) and the model files serving reads.
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
@@ -100,7 +100,9 @@ COPY --from=build /opt/attnmt /opt/attnmt
 COPY --from=build /models/ /models/
 
 USER 10001:10001
-# 50051: gRPC (attnmt.v1.Translator, grpc.health.v1, reflection); 8002: Prometheus /metrics.
-EXPOSE 50051 8002
+# 50051: gRPC (attnmt.v1.Translator, grpc.health.v1, reflection); 8080: HTTP (/v1/, LibreTranslate's
+# API, /healthz, /readyz, the web page; ATTNMT_HTTP_ENABLED=false turns it off); 8002: Prometheus
+# /metrics. The ports are the settings' defaults, so no ENV sets them.
+EXPOSE 50051 8080 8002
 # Kubernetes ignores HEALTHCHECK; its gRPC probes call grpc.health.v1 on 50051 (deploy/kubernetes).
 ENTRYPOINT ["attnmt", "serve"]

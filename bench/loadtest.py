@@ -37,7 +37,8 @@ from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.stubs import translator_pb2_grpc as pb_grpc
 from attnmt.service.text.translator import Translator
 
-_SERVING = re.compile(r"serving .* on \S+:(?P<port>\d+) .*metrics on \S+:(?P<metrics>\d+)")
+_SERVING = re.compile(r"serving .*? on \S+:(?P<port>\d+) \(.*?\), http on \S+:(?P<http>\d+|off), "
+                      r"metrics on \S+:(?P<metrics>\d+)")
 
 
 # --- what every report shares -------------------------------------------------
@@ -148,7 +149,8 @@ class ServerProcess:
     def __init__(self, model: Path, settings: dict[str, str] | None = None, defaults: bool = False):
         env = {k: v for k, v in os.environ.items() if not (defaults and k.startswith("ATTNMT_"))}
         env.update({"ATTNMT_MODELS": str(model), "ATTNMT_HOST": "127.0.0.1", "ATTNMT_PORT": "0",
-                    "ATTNMT_METRICS_HOST": "127.0.0.1", "ATTNMT_METRICS_PORT": "0", **(settings or {})})
+                    "ATTNMT_METRICS_HOST": "127.0.0.1", "ATTNMT_METRICS_PORT": "0",
+                    "ATTNMT_HTTP_HOST": "127.0.0.1", "ATTNMT_HTTP_PORT": "0", **(settings or {})})
         self.proc = subprocess.Popen([sys.executable, "-m", "attnmt.service.cli", "serve"], env=env,
                                      stderr=subprocess.PIPE, text=True)
         log = []

@@ -6,11 +6,13 @@
 # The base's security settings (read-only root, a 64 MiB tmpfs on /tmp as its emptyDir, every
 # capability dropped, no privilege escalation, uid 10001) and its settings file
 # (kubernetes/base/settings.env, the ConfigMap). Then: health SERVING for the server and for
-# attnmt.v1.Translator (the probes), a translation that keeps its %s, /metrics on the published
-# port, the server's uid, the read-only root, the model directory holding what its manifest lists
-# and no more, a start without warnings, and exit 0 after SIGTERM. The gRPC client runs inside
-# the container (the image's grpcio and `attnmt translate --server`): the host needs only docker
-# or podman, and curl.
+# attnmt.v1.Translator (the probes), a translation that keeps its %s, HTTP on the published port
+# (/readyz, POST /v1/translate, LibreTranslate's POST /translate, the web page and the API docs
+# with the files they load), /metrics on the published port, the server's uid, the read-only root,
+# the model directory holding what its manifest lists and no more, a start without warnings, and
+# exit 0 after SIGTERM. The gRPC client runs inside the container (the image's grpcio and
+# `attnmt translate --server`), and so does the JSON reading (the image's python): the host
+# needs only docker or podman, and curl.
 set -euo pipefail
 
 image=${1:?usage: deploy/smoke-test.sh IMAGE}
@@ -37,6 +39,8 @@ fail() {
     exit 1
 }
 in_container() { $ENGINE exec -i "$cid" "$@"; }
+# EXPR of the JSON document on stdin (`body`), printed by the image's python
+json_field() { in_container python -c "import json, sys; body = json.load(sys.stdin); print($1)"; }
 
 echo "$ENGINE $($ENGINE version --format '{{.Client.Version}}' 2>/dev/null || true), image $image" \
      "($(( $($ENGINE image inspect --format '{{.Size}}' "$image") / 1000000 )) MB)"
@@ -46,7 +50,7 @@ cid=$($ENGINE run --detach \
     --cap-drop ALL --security-opt no-new-privileges \
     --user 10001:10001 \
     --env-file "$settings" \
-    --publish 127.0.0.1::50051 --publish 127.0.0.1::8002 \
+    --publish 127.0.0.1::50051 --publish 127.0.0.1::8080 --publish 127.0.0.1::8002 \
     "$image")
 
 check "health SERVING (server, Translator)"
@@ -78,13 +82,55 @@ out=$(in_container attnmt translate --server 127.0.0.1:50051 "$text") || fail "T
 [[ $out == *%s* ]] || fail "the placeholder is lost: '$text' -> '$out'"
 pass "'$text' -> '$out'"
 
+check "HTTP /readyz on the published port"
+http=$($ENGINE port "$cid" 8080/tcp | head -n 1)
+status() { curl -sS -o /dev/null -w '%{http_code}' "http://${http}$1" 2>/dev/null || true; }
+ready=""
+for _ in $(seq 50); do          # the same flag as the health status above, set a moment after it
+    ready=$(status /readyz)
+    [ "$ready" = 200 ] && break
+    sleep 0.1
+done
+[ "$ready" = 200 ] || fail "/readyz answered ${ready:-nothing}"
+[ "$(status /healthz)" = 200 ] || fail "/healthz answered $(status /healthz)"
+pass "$http: /readyz 200, /healthz 200"
+
+post() { curl -fsS -H 'Content-Type: application/json' --data "$2" "http://${http}$1"; }
+text="Y dijo Dios: Sea la luz."        # the bundled model learnt its Spanish from the Bible
+check "HTTP POST /v1/translate"
+body=$(post /v1/translate "{\"sentences\": [\"$text\"]}") || fail "POST /v1/translate failed"
+out=$(json_field 'body["translations"][0]["text"]' <<<"$body") || fail "no translation in $body"
+[ -n "$out" ] || fail "an empty translation: $body"
+pass "'$text' -> '$out'"
+
+check "LibreTranslate POST /translate"
+body=$(post /translate "{\"q\": \"$text\", \"source\": \"es\", \"target\": \"en\"}") \
+    || fail "POST /translate failed"
+out=$(json_field 'body["translatedText"]' <<<"$body") || fail "no translatedText in $body"
+[ -n "$out" ] || fail "an empty translatedText: $body"
+pass "'$text' -> '$out'"
+
+check "web page and API docs, with their files"
+# The files are package data (pyproject's [tool.setuptools.package-data]): a pattern that misses
+# one leaves the page without its script or the docs without Swagger UI.
+for page in / /docs; do
+    html=$(curl -fsS "http://${http}${page}") || fail "GET $page failed"
+    for file in $(grep -o '\(src\|href\)="static/[^"]*"' <<<"$html" | cut -d'"' -f2); do
+        [ "$(status "/$file")" = 200 ] || fail "GET /$file (loaded by $page) answered $(status "/$file")"
+    done
+done
+openapi=$(curl -fsS "http://${http}/openapi.json" | json_field 'body["openapi"]') || fail "no /openapi.json"
+pass "/, /docs and their static/ files, OpenAPI $openapi"
+
 check "/metrics on the published port"
 port=$($ENGINE port "$cid" 8002/tcp | head -n 1)
 metrics=$(curl -fsS "http://${port}/metrics") || fail "no /metrics on $port"
 grep -q '^attnmt_ready 1' <<<"$metrics" || fail "attnmt_ready is not 1"
 grep -q '^grpc_server_handled_total{.*grpc_code="OK".*grpc_method="Translate".*} 1' <<<"$metrics" \
     || fail "the Translate call is not counted"
-pass "$port: attnmt_ready 1, the Translate call counted"
+grep -q '^http_server_requests_total{code="200",.*route="/v1/translate"} 1' <<<"$metrics" \
+    || fail "the HTTP translation is not counted"
+pass "$port: attnmt_ready 1, the gRPC and HTTP translations counted"
 
 check "server runs as uid 10001"
 uid=$(in_container python -c 'import os; print(os.stat("/proc/1").st_uid)')

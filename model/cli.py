@@ -42,6 +42,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("corpora", nargs="+", help="DATA_DIR or DATA_DIR:WEIGHT (train repeated WEIGHT times)")
     c.add_argument("--dev-max", type=int, default=500, help="dev pairs kept per corpus")
     c.set_defaults(func=cmd_data_mix)
+    c = corpus.add_parser("languages", help="character n-gram profiles of the language identifier from the gettext "
+                                             "catalogs installed here (model/data/languages.py)")
+    c.add_argument("--out", type=Path, required=True, help="the profiles file (the served one: "
+                                                          "service/text/data/languages.json)")
+    c.add_argument("--locale-root", type=Path, default=Path("/usr/share/locale"),
+                   help="where the catalogs are: LOCALE_ROOT/<lang>/LC_MESSAGES/*.mo (default: /usr/share/locale)")
+    c.add_argument("--corpus", dest="corpora", type=Path, nargs="*", metavar="DATA_DIR",
+                   help="corpora whose train.<lang> files add text (default: data/prose data/backtranslation, "
+                        "those that exist)")
+    c.add_argument("--min-chars", type=int, default=300_000,
+                   help="a language with less clean text than this is left out (default 300000)")
+    c.set_defaults(func=cmd_data_languages)
     c = corpus.add_parser("links", help="statistical word alignments (eflomal, the `align` extra) of the training "
                                         "pairs of every DATA_DIR: DATA_DIR/train.links, one Pharaoh line per pair "
                                         "(model/data/links.py)")
@@ -165,6 +177,13 @@ def cmd_data_mix(args: argparse.Namespace) -> int:
         path, _, weight = spec.partition(":")
         corpora.append((Path(path), int(weight or 1)))
     print(json.dumps(mix(args.out_dir, corpora, args.dev_max)))
+    return 0
+
+
+def cmd_data_languages(args: argparse.Namespace) -> int:
+    from attnmt.model.data.languages import CORPORA, build_profiles
+    corpora = CORPORA if args.corpora is None else tuple(args.corpora)
+    print(json.dumps(build_profiles(args.out, args.locale_root, corpora, min_chars=args.min_chars)))
     return 0
 
 

@@ -2,8 +2,11 @@
 
 The generated modules import each other as `attnmt.v1...`; we rewrite that to
 relative imports so the stubs live inside `attnmt.service.stubs` (the approach
-of the `protoletariat` tool). `tests/architecture/test_stubs.py` fails when the committed
-stubs differ from what this produces.
+of the `protoletariat` tool). Beside each proto's stubs goes its descriptor set with
+source info (`<name>.binpb`, a serialized FileDescriptorSet): the generated stubs carry
+no comments, and the HTTP front's OpenAPI document (service/http/openapi.py) reads them
+from it. `tests/architecture/test_stubs.py` fails when the committed files differ from
+what this produces.
 """
 
 from __future__ import annotations
@@ -28,11 +31,16 @@ def generate(out_dir: Path) -> list[Path]:
     written = []
     with tempfile.TemporaryDirectory() as tmp:
         for proto in PROTOS:
+            stem = Path(proto).with_suffix("")
+            descriptors = out_dir / f"{stem.name}.binpb"
+            # No --include_imports: translator.proto imports nothing. A proto that imports
+            # another would need it, or the imported messages are missing from the set.
             code = protoc.main(["protoc", f"-I{PROTO_ROOT}", f"-I{include}", f"--python_out={tmp}",
-                                f"--pyi_out={tmp}", f"--grpc_python_out={tmp}", str(PROTO_ROOT / proto)])
+                                f"--pyi_out={tmp}", f"--grpc_python_out={tmp}", "--include_source_info",
+                                f"--descriptor_set_out={descriptors}", str(PROTO_ROOT / proto)])
             if code != 0:
                 raise SystemExit(f"protoc failed on {proto}")
-            stem = Path(proto).with_suffix("")
+            written.append(descriptors)
             for suffix in ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py"):
                 source = Path(tmp) / f"{stem}{suffix}"
                 text = re.sub(r"^from attnmt\.v1 import", "from . import", source.read_text(), flags=re.M)

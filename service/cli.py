@@ -223,7 +223,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from attnmt.service.server.app import run
+    from attnmt.service.serve import run
     return run(args)
 
 
@@ -231,11 +231,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="attnmt", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("serve", help="serve models over gRPC (settings: ATTNMT_* or --config)")
+    p = sub.add_parser("serve", help="serve models over gRPC and HTTP (settings: ATTNMT_* or --config)")
     p.add_argument("--config", type=Path, help="TOML or YAML settings file")
     p.add_argument("--model", action="append", type=Path, help="model directory (repeat to serve several)")
     p.add_argument("--port", type=int, help="gRPC port (default 50051)")
     p.add_argument("--metrics-port", type=int, help="Prometheus port (default 8002)")
+    p.add_argument("--http-port", type=int, help="HTTP port (default 8080; http_enabled=false turns HTTP off)")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("translate", help="translate text offline (--model) or through a server (--server)")

@@ -226,7 +226,8 @@ import sys  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 
-_SERVING = re.compile(r"serving .* on (?P<host>\S+):(?P<port>\d+) .*metrics on \S+:(?P<metrics>\d+|off)")
+_SERVING = re.compile(r"serving .*? on (?P<host>\S+):(?P<port>\d+) \(.*?\), http on \S+:(?P<http>\d+|off), "
+                      r"metrics on \S+:(?P<metrics>\d+|off)")
 
 
 def serve_command(env: dict[str, str]) -> list[str]:
@@ -241,7 +242,8 @@ class RunningServer:
 
     def __init__(self, models: list[Path], env: dict[str, str] | None = None, timeout: float = 60):
         settings = {"ATTNMT_HOST": "127.0.0.1", "ATTNMT_PORT": "0", "ATTNMT_METRICS_HOST": "127.0.0.1",
-                    "ATTNMT_METRICS_PORT": "0", "ATTNMT_MODELS": ",".join(str(m) for m in models),
+                    "ATTNMT_METRICS_PORT": "0", "ATTNMT_HTTP_HOST": "127.0.0.1", "ATTNMT_HTTP_PORT": "0",
+                    "ATTNMT_MODELS": ",".join(str(m) for m in models),
                     "ATTNMT_INTRA_OP_THREADS": "1", "ATTNMT_LOG_LEVEL": "info", **(env or {})}
         self.proc = subprocess.Popen(serve_command(settings), env={**os.environ, **settings},
                                      stderr=subprocess.PIPE, text=True)
@@ -258,7 +260,9 @@ class RunningServer:
                 raise RuntimeError("server did not start:\n" + "".join(self.log))
         self.port = int(match["port"])
         self.metrics_port = None if match["metrics"] == "off" else int(match["metrics"])
+        self.http_port = None if match["http"] == "off" else int(match["http"])
         self.address = f"127.0.0.1:{self.port}"
+        self.http = f"http://127.0.0.1:{self.http_port}"
         self._drain = threading.Thread(target=self._read_log, daemon=True)
         self._drain.start()
 

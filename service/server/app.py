@@ -1,24 +1,25 @@
-"""`attnmt serve`: wires settings, engines, schedulers, the servicer, health,
-reflection and metrics into one grpc.aio server, and drains it on SIGTERM."""
+"""The server of `attnmt serve`: wires settings, engines, schedulers, the servicer,
+health, reflection and metrics into one grpc.aio server, starts the other fronts
+beside it (HTTP: service/http/), and drains them all on SIGTERM (service/serve.py
+runs it)."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
-import signal
-import sys
 import time
+from importlib import metadata
+from typing import Protocol
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
 from prometheus_client import start_http_server
 
-from attnmt.service.errors import AttnmtError, ConfigError, Overloaded
+from attnmt.service.errors import ConfigError, Overloaded
 from attnmt.service.inference.engine import Engine, EngineOptions
 from attnmt.service.inference.search import SearchOptions
-from attnmt.service.server import logs, reflection
+from attnmt.service.server import reflection
 from attnmt.service.server.cache import TranslationCache
 from attnmt.service.server.interceptors import MetricsInterceptor
 from attnmt.service.server.logs import log_request
@@ -27,7 +28,7 @@ from attnmt.service.server.overload import OverloadGate, RetryHint, queue_full
 from attnmt.service.server.rpc_record import RecordingInterceptor
 from attnmt.service.server.scheduler import Scheduler, SchedulerLimits
 from attnmt.service.server.servicer import ServedModel, TranslatorServicer
-from attnmt.service.server.settings import Settings, load_settings
+from attnmt.service.server.settings import Settings
 from attnmt.service.server.tracing import Tracing
 from attnmt.service.server.wire import add_to_server
 from attnmt.service.stubs import translator_pb2 as pb
@@ -44,9 +45,24 @@ WARMUP_SENTENCE = "No se puede abrir el archivo %s: permiso denegado."
 PENDING_CALLS = 10_000
 
 
+class Front(Protocol):
+    """A listener beside gRPC (service/http/front.py's HttpFront), calling the same servicer."""
+    in_flight: int     # calls being answered; the drain waits for them
+
+    async def start(self, server: Server) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
 class Server:
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, fronts: tuple[Front, ...] = ()):
         self.settings = settings
+        self.fronts = fronts
+        self.serving = False          # loaded, warmed up and not draining: what readiness reports
+        try:
+            self.version = metadata.version("attnmt")
+        except metadata.PackageNotFoundError:
+            self.version = "unknown"
         self.metrics = Metrics()
         self.health = health_aio.HealthServicer()
         self.models: dict[str, ServedModel] = {}
@@ -129,7 +145,7 @@ class Server:
         if s.max_connection_age_seconds:
             options += [("grpc.max_connection_age_ms", int(s.max_connection_age_seconds * 1000)),
                         ("grpc.max_connection_age_grace_ms", int(s.grace_period_seconds * 1000))]
-        gate = OverloadGate(self._queues_full, self._refusal, (f"/{SERVICE_NAME}/Translate", f"/{SERVICE_NAME}/Align"))
+        gate = OverloadGate(self.queues_full, self.refusal, (f"/{SERVICE_NAME}/Translate", f"/{SERVICE_NAME}/Align"))
         self.grpc = grpc.aio.server(interceptors=[*recorders, self.interceptor, gate], options=options)
         add_to_server(self.servicer, self.grpc)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
@@ -151,6 +167,8 @@ class Server:
             self._metrics_http, _ = start_http_server(s.metrics_port, s.metrics_host, registry=self.metrics.registry)
             self.metrics_port = self._metrics_http.server_port
         await self.grpc.start()
+        for front in self.fronts:
+            await front.start(self)
         for served in self.models.values():
             served.scheduler.start()
         if s.warmup:
@@ -158,8 +176,11 @@ class Server:
         for name in ("", SERVICE_NAME):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         self.metrics.ready.set(1)
-        log.info("serving %s on %s:%d (%s), metrics on %s:%s, batching=%s", ", ".join(self.models), s.host, self.port,
-                 "TLS" if credentials else "plaintext", s.metrics_host, self.metrics_port or "off", s.batching)
+        self.serving = True
+        http = next((f.port for f in self.fronts if hasattr(f, "port")), None)
+        log.info("serving %s on %s:%d (%s), http on %s:%s, metrics on %s:%s, batching=%s", ", ".join(self.models),
+                 s.host, self.port, "TLS" if credentials else "plaintext", s.http_host, http or "off",
+                 s.metrics_host, self.metrics_port or "off", s.batching)
 
     async def _warmup(self) -> None:
         """One real translation per model before reporting SERVING."""
@@ -172,14 +193,14 @@ class Server:
             log.info("warm-up %s: %r -> %r", served.translator.name, WARMUP_SENTENCE,
                      served.translator.result(WARMUP_SENTENCE, search).best.text)
 
-    def _queues_full(self) -> bool:
+    def queues_full(self) -> bool:
         """No model can take one more sentence (and the server is not draining, which
         the servicer answers UNAVAILABLE)."""
         return not self.servicer.draining and all(
             m.scheduler.worker.waiting >= m.scheduler.limits.max_queue for m in self.models.values())
 
-    def _refusal(self, request) -> Overloaded:
-        """The gate's refusal of a call while `_queues_full`, before any of the servicer's work
+    def refusal(self, request) -> Overloaded:
+        """The gate's refusal of a call while `queues_full`, before any of the servicer's work
         (OverloadGate); the waiting count is the least busy model's."""
         sentences = len(request.sentences) if isinstance(request, pb.TranslateRequest) else 1
         waiting = min(m.scheduler.worker.waiting for m in self.models.values())
@@ -204,6 +225,7 @@ class Server:
     async def _stop(self, grace: float) -> None:
         log.info("draining: up to %.1fs for in-flight requests", grace)
         self.metrics.ready.set(0)
+        self.serving = False
         if hasattr(self, "servicer"):
             self.servicer.draining = True
         await self.health.enter_graceful_shutdown()
@@ -214,9 +236,11 @@ class Server:
             # grace for calls being refused right now: what else is open (health Watch,
             # reflection streams) would otherwise hold the process for the whole grace period.
             give_up = time.monotonic() + grace
-            while self.interceptor.in_flight[SERVICE_NAME] > 0 and time.monotonic() < give_up:
+            while self._in_flight() > 0 and time.monotonic() < give_up:
                 await asyncio.sleep(0.01)
             await self.grpc.stop(min(max(give_up - time.monotonic(), 0), 1.0))
+        for front in self.fronts:
+            await front.stop()
         for served in self.models.values():
             await served.scheduler.close()
         if self._metrics_http is not None:
@@ -225,50 +249,12 @@ class Server:
             self.tracing.shutdown()           # export the spans still buffered
         log.info("stopped")
 
+    def _in_flight(self) -> int:
+        """Translator calls being answered, over every protocol."""
+        return self.interceptor.in_flight[SERVICE_NAME] + sum(f.in_flight for f in self.fronts)
+
     async def wait(self) -> None:
         await self.grpc.wait_for_termination()
         if self._stopping is not None:
             await self._stopping
 
-
-async def serve(settings: Settings) -> Server:
-    server = Server(settings)
-    loop = asyncio.get_running_loop()
-    starting = asyncio.ensure_future(server.start())
-
-    def on_signal() -> None:
-        if not starting.done():
-            starting.cancel()       # loading or warming up: give up at the next await, then stop
-        asyncio.ensure_future(server.stop())
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, on_signal)
-    try:
-        await starting
-    except asyncio.CancelledError:
-        await server.stop(0)
-        log.info("stopped during start-up")
-        return server
-    except BaseException:
-        await server.stop(0)
-        raise
-    await server.wait()
-    return server
-
-
-def run(args: argparse.Namespace) -> int:
-    try:
-        settings = load_settings(args.config, port=args.port, metrics_port=args.metrics_port, models=args.model)
-    except (ConfigError, OSError) as e:
-        print(f"attnmt serve: {e}", file=sys.stderr)
-        return 2
-    logs.configure(settings.log_level, settings.log_format)
-    sys.setswitchinterval(settings.switch_interval_ms / 1000)
-    try:
-        server = asyncio.run(serve(settings))
-    except (ConfigError, AttnmtError) as e:
-        print(f"attnmt serve: {e}", file=sys.stderr)
-        return 2
-    if server.failure is not None:
-        print(f"attnmt serve: stopped because a decode worker died: {server.failure}", file=sys.stderr)
-        return 1
-    return 0

@@ -33,6 +33,16 @@ class Metrics:
                                     grpc_labels, registry=r)
         self.msg_sent = Counter("grpc_server_msg_sent_total", "Messages sent to clients.", grpc_labels, registry=r)
 
+        # HTTP beside gRPC (service/http/): OpenTelemetry's semantic-convention names, in Prometheus
+        # form; `route` is the route's template (/v1/models/{name}), never the path a client sent.
+        http_labels = ("method", "route")
+        self.http_requests = Counter("http_server_requests_total", "HTTP requests answered, by status code.",
+                                     http_labels + ("code",), registry=r)
+        self.http_duration = Histogram("http_server_request_duration_seconds", "Time from an HTTP request's "
+                                       "arrival to the end of its answer.", http_labels, buckets=LATENCY_BUCKETS,
+                                       registry=r)
+        self.http_active = Gauge("http_server_active_requests", "HTTP requests being answered.", registry=r)
+
         self.queue_depth = Gauge("attnmt_queue_depth", "Sentences waiting to join the decode batch.", registry=r)
         self.inflight = Gauge("attnmt_inflight_sentences", "Sentences in the decode batch.", registry=r)
         self.cache_bytes = Gauge("attnmt_decoder_cache_bytes", "Bytes of the decode batch's growing states (a "

@@ -8,6 +8,7 @@ An invalid value stops start-up with a message naming the field.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
 from typing import Any, Literal
@@ -35,6 +36,19 @@ class Settings(BaseSettings):
     max_connection_age_seconds: float = Field(0, ge=0, description="close client connections after this age "
                                               "(0: never), so clients reconnect and spread over new replicas")
     reflection: bool = Field(True, description="gRPC server reflection (grpcurl without the .proto)")
+    http_enabled: bool = Field(True, description="serve HTTP beside gRPC in the same process: the JSON API (/v1/), "
+                                                 "LibreTranslate's API, /healthz, /readyz, /openapi.json, /docs")
+    http_host: str = Field("0.0.0.0", description="HTTP listen address")
+    http_port: int = Field(8080, ge=0, le=65535, description="HTTP port (0: pick a free one)")
+    api_keys: Path | None = Field(None, description="file of HTTP API keys, one per line (`KEY` or `KEY NAME`; "
+                                                    "# comments); when set, HTTP calls without a known key get 403, "
+                                                    "and the key names the client for fairness")
+    trusted_proxies: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="addresses or networks (CIDR) of reverse proxies whose X-Forwarded-For "
+                                          "names the HTTP client (env: comma-separated); empty: the peer address")
+    cors_allow_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["*"], description="origins browsers may call the HTTP API from (env: "
+                                                   "comma-separated; '*' any, as LibreTranslate answers)")
     tls_cert: Path | None = Field(None, description="PEM server certificate; with tls_key enables TLS")
     tls_key: Path | None = Field(None, description="PEM private key of tls_cert")
     tls_client_ca: Path | None = Field(None, description="PEM CA bundle; when set, clients must present a certificate "
@@ -157,6 +171,20 @@ class Settings(BaseSettings):
     def _split_models(cls, value: Any) -> Any:
         if isinstance(value, str):
             return [p.strip() for p in value.split(",") if p.strip()]
+        return value
+
+    @field_validator("trusted_proxies", "cors_allow_origins", mode="before")
+    @classmethod
+    def _split_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [item.strip() for item in value.split(",") if item.strip()]
+        return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _check_networks(cls, value: list[str]) -> list[str]:
+        for item in value:
+            ipaddress.ip_network(item, strict=False)     # ValueError names the bad one
         return value
 
     @field_validator("glossaries", mode="before")

@@ -2,7 +2,7 @@
 or inside a function), so that they stay true:
 
 - service/ is layered, each package importing only those below it:
-  errors < modeldir < inference < text < server < the front (cli, client, plotting);
+  errors < modeldir < inference < text < server < http < the front (cli, serve, client, plotting);
   the generated stubs sit beside, for server/ and the client;
 - service/ never imports model/, bench/ or torch;
 - model/ imports from service/ only the model-directory contract (service.modeldir) and
@@ -20,8 +20,8 @@ import pytest
 from conftest import REPO
 
 # service/'s layers, bottom first; a module may import its own layer and those below it.
-LAYERS = ["errors", "modeldir", "inference", "text", "server", "front"]
-FRONT = {"cli", "client", "plotting"}
+LAYERS = ["errors", "modeldir", "inference", "text", "server", "http", "front"]
+FRONT = {"cli", "serve", "client", "plotting"}
 MODEL_MAY_USE = {"attnmt.service.modeldir", "attnmt.service.errors"}
 
 

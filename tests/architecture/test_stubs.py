@@ -13,10 +13,13 @@ _spec.loader.exec_module(stubs_gen)
 
 
 def test_committed_stubs_match_the_proto(tmp_path):
-    for generated in stubs_gen.generate(tmp_path):
+    generated_files = stubs_gen.generate(tmp_path)
+    assert {path.suffix for path in generated_files} == {".py", ".pyi", ".binpb"}
+    for generated in generated_files:
         committed = stubs_gen.STUBS / generated.name
         assert committed.exists(), f"{committed} missing: run `make stubs`"
-        assert committed.read_text() == generated.read_text(), f"{committed.name} is stale: run `make stubs`"
+        # The descriptor set (.binpb) is binary: compared byte for byte, like the text.
+        assert committed.read_bytes() == generated.read_bytes(), f"{committed.name} is stale: run `make stubs`"
 
 
 def test_service_never_imports_torch():

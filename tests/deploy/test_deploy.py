@@ -27,7 +27,7 @@ ALERTS_TEST = DEPLOY / "prometheus" / "alerts_test.yml"
 DASHBOARD = DEPLOY / "grafana" / "attnmt-dashboard.json"
 ADAPTER = DEPLOY / "prometheus-adapter" / "values.yaml"
 KUBERNETES_VERSION = "1.30.0"    # the stated minimum: preStop sleep is on by default from 1.30
-GRPC_PORT, METRICS_PORT = 50051, 8002
+GRPC_PORT, HTTP_PORT, METRICS_PORT = 50051, 8080, 8002
 SERVICE = "attnmt.v1.Translator"
 MODEL_DIR = "/models/rnnsearch-es-en"
 
@@ -35,11 +35,11 @@ MODEL_DIR = "/models/rnnsearch-es-en"
 COUNTERS = {"grpc_server_started_total", "grpc_server_handled_total", "grpc_server_msg_received_total",
             "grpc_server_msg_sent_total", "attnmt_sentences_total", "attnmt_source_tokens_total",
             "attnmt_target_tokens_total", "attnmt_rejected_total", "attnmt_step_failures_total",
-            "attnmt_cache_requests_total", "attnmt_idle_steps_total"}
+            "attnmt_cache_requests_total", "attnmt_idle_steps_total", "http_server_requests_total"}
 GAUGES = {"attnmt_queue_depth", "attnmt_inflight_sentences", "attnmt_model_info", "attnmt_ready",
-          "attnmt_cache_entries", "attnmt_decoder_cache_bytes"}
+          "attnmt_cache_entries", "attnmt_decoder_cache_bytes", "http_server_active_requests"}
 HISTOGRAMS = {"grpc_server_handling_seconds", "attnmt_batch_rows", "attnmt_queue_wait_seconds",
-              "attnmt_step_seconds", "attnmt_encoder_seconds"}
+              "attnmt_step_seconds", "attnmt_encoder_seconds", "http_server_request_duration_seconds"}
 SCRAPE_SERIES = {"up"}           # written by Prometheus itself, for every target
 
 
@@ -147,7 +147,7 @@ def test_dockerfile_copies_only_what_serving_needs():
     assert f"COPY models/rnnsearch-es-en/ {MODEL_DIR}/" in text
     assert f"ATTNMT_MODELS={MODEL_DIR}" in text
     assert re.search(r"^USER 10001:10001$", text, re.MULTILINE), "numeric non-root user"
-    assert re.search(rf"^EXPOSE {GRPC_PORT} {METRICS_PORT}$", text, re.MULTILINE)
+    assert re.search(rf"^EXPOSE {GRPC_PORT} {HTTP_PORT} {METRICS_PORT}$", text, re.MULTILINE)
     assert text.rstrip().endswith('ENTRYPOINT ["attnmt", "serve"]')
     assert "torch" not in re.sub(r"#.*", "", text)
 
@@ -173,6 +173,11 @@ def test_smoke_test_runs_the_image_as_the_base_does():
                                                    "settings.env" in script
     assert {c[p]["grpc"].get("service", "") for p in ("startupProbe", "readinessProbe", "livenessProbe")} \
         == {"", SERVICE} and f'for service in ("", "{SERVICE}")' in script
+    # every port the Deployment declares, published on loopback; gRPC is called inside the
+    # container, HTTP and /metrics from the host on their published ports
+    assert [p["containerPort"] for p in c["ports"] if f"--publish 127.0.0.1::{p['containerPort']}" not in flags] == []
+    assert all(f'$ENGINE port "$cid" {port}/tcp' in script for port in (HTTP_PORT, METRICS_PORT))
+    assert "/readyz" in script and "POST /v1/translate" in script and "translatedText" in script
 
 # --- YAML and Kubernetes ---
 
@@ -196,7 +201,8 @@ def test_probes_call_grpc_health_on_a_numeric_port(rendered):
         assert grpc["port"] == GRPC_PORT and isinstance(grpc["port"], int), f"{probe}: named ports are refused"
     assert c["readinessProbe"]["grpc"]["service"] == SERVICE
     assert c["startupProbe"]["grpc"]["service"] == SERVICE
-    assert {p["name"]: p["containerPort"] for p in c["ports"]} == {"grpc": GRPC_PORT, "metrics": METRICS_PORT}
+    assert {p["name"]: p["containerPort"] for p in c["ports"]} \
+        == {"grpc": GRPC_PORT, "http": HTTP_PORT, "metrics": METRICS_PORT}
 
 
 def test_settings_are_valid_service_settings(rendered, monkeypatch):
@@ -214,6 +220,7 @@ def test_settings_are_valid_service_settings(rendered, monkeypatch):
     settings = load_settings()
     assert [str(m) for m in settings.models] == [MODEL_DIR]
     assert settings.port == GRPC_PORT and settings.metrics_port == METRICS_PORT
+    assert settings.http_enabled and settings.http_port == HTTP_PORT, "the Service and NetworkPolicy expect HTTP"
     assert settings.device == ("cuda" if variant == "gpu" else "cpu")
     if variant == "base":
         # ONNX Runtime's "0 = one per core" would count the node's cores, not the pod's.
@@ -253,10 +260,12 @@ def test_service_pdb_autoscaler_and_network_policy_point_at_the_pods(rendered):
     assert objects["HorizontalPodAutoscaler"]["spec"]["scaleTargetRef"]["name"] == deployment["metadata"]["name"]
     policy = objects["NetworkPolicy"]["spec"]
     assert policy["podSelector"]["matchLabels"].items() <= pod_labels.items()
-    assert {p["port"] for rule in policy["ingress"] for p in rule["ports"]} == {GRPC_PORT, METRICS_PORT}
+    assert {p["port"] for rule in policy["ingress"] for p in rule["ports"]} == {GRPC_PORT, HTTP_PORT, METRICS_PORT}
     assert "replicas" not in deployment["spec"], "the HorizontalPodAutoscaler owns the replica count"
     ports = {p["name"]: p for p in service["ports"]}
     assert ports["grpc"]["port"] == GRPC_PORT and ports["grpc"]["appProtocol"] == "grpc"
+    assert ports["http"]["port"] == HTTP_PORT and ports["http"]["appProtocol"] == "http"
+    assert {p["targetPort"] for p in service["ports"]} == {p["name"] for p in container(objects)["ports"]}
     assert ports["metrics"]["port"] == METRICS_PORT
     # One way to be scraped (the dedicated job), or an annotation job scrapes the pods twice.
     annotations = deployment["spec"]["template"]["metadata"].get("annotations", {})
@@ -374,17 +383,48 @@ def test_dashboard_is_a_grafana_dashboard_on_a_datasource_variable():
         assert topic in titles
 
 
+CLIENT_CODES = {"DEADLINE_EXCEEDED", "CANCELLED", "INVALID_ARGUMENT", "NOT_FOUND", "RESOURCE_EXHAUSTED",
+                "OUT_OF_RANGE"}    # what callers cause: no server error
+
+
+def grpc_codes(expr: str) -> set[str]:
+    (match,) = set(re.findall(r'grpc_code=~"([^"]+)"', expr))
+    return set(match.split("|"))
+
+
+def panel_target(title: str, legend: str) -> str:
+    (panel,) = [p for p in dashboard()["panels"] if p["title"] == title]
+    (expr,) = [t["expr"] for t in panel["targets"] if t["legendFormat"].startswith(legend)]
+    return expr
+
+
 def test_error_ratio_panel_counts_the_codes_the_alert_pages_on():
     """The panel's "server errors" line is the alert's ratio: a client's tight deadline shows on neither."""
-    def codes(expr):
-        (match,) = set(re.findall(r'grpc_code=~"([^"]+)"', expr))
-        return set(match.split("|"))
     (rule,) = [r for r in alert_rules() if r["alert"] == "AttnmtHighErrorRatio"]
-    (panel,) = [p for p in dashboard()["panels"] if p["title"] == "Error ratio"]
-    (server_errors,) = [t["expr"] for t in panel["targets"] if t["legendFormat"].startswith("server errors")]
-    assert codes(server_errors) == codes(rule["expr"])
-    assert codes(rule["expr"]).isdisjoint({"DEADLINE_EXCEEDED", "CANCELLED", "INVALID_ARGUMENT", "NOT_FOUND",
-                                           "RESOURCE_EXHAUSTED", "OUT_OF_RANGE"})
+    assert grpc_codes(panel_target("Error ratio", "server errors")) == grpc_codes(rule["expr"])
+    assert grpc_codes(rule["expr"]).isdisjoint(CLIENT_CODES)
+
+
+def test_http_error_ratio_counts_what_the_grpc_ratio_counts():
+    """HTTP's "server errors" are the statuses the HTTP front answers for the gRPC codes the alert
+    counts, and none of those it answers for what callers cause (504: the client's X-Timeout)."""
+    import grpc
+
+    from attnmt.service.http.context import HTTP_STATUS_OF
+
+    def status(code: str) -> str:
+        return str(HTTP_STATUS_OF.get(getattr(grpc.StatusCode, code), 500))
+
+    expr = panel_target("HTTP error ratio", "server errors")
+    numerator = expr.split(" or ")[0]
+    matchers = re.findall(r'\bcode(=~|!~|!=|=)"([^"]+)"', numerator)
+    counted = {str(s) for s in range(100, 600)
+               if all(bool(re.fullmatch(value, str(s))) == op.startswith("=") for op, value in matchers)}
+    (rule,) = [r for r in alert_rules() if r["alert"] == "AttnmtHighErrorRatio"]
+    assert {status(c) for c in grpc_codes(rule["expr"])} <= counted
+    assert counted.isdisjoint({status(c) for c in CLIENT_CODES})
+    # /readyz answers 503 while warming up or draining: its answer, not a failure
+    assert expr.count('route!="/readyz"') == 2
 
 
 def test_dashboard_queries_parse(tmp_path):

@@ -127,6 +127,17 @@ def short_rules() -> list[dict]:
 def mixed_load(server: RunningServer, round: int) -> None:
     """Every method answered OK, client errors, an expired deadline and an overload.
     Each round's expired and overloading requests are new to the cache."""
+    # HTTP beside gRPC: a translation and a client error, for the dashboard's HTTP panels
+    def post(path: str, body: dict) -> int:
+        request = urllib.request.Request(f"{server.http}{path}", data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                return response.status
+        except urllib.error.HTTPError as e:
+            return e.code
+    assert post("/v1/translate", {"sentences": [SHORT]}) == 200
+    assert post("/v1/translate", {}) == 400
     with grpc.insecure_channel(server.address) as channel:
         s = pb_grpc.TranslatorStub(channel)
         for _ in range(3):                                           # the second and third are cache hits

@@ -51,7 +51,8 @@ class Spawned:
 
     def __init__(self, model, env: dict[str, str]):
         settings = {"ATTNMT_HOST": "127.0.0.1", "ATTNMT_PORT": "0", "ATTNMT_METRICS_HOST": "127.0.0.1",
-                    "ATTNMT_METRICS_PORT": "0", "ATTNMT_MODELS": str(model), "ATTNMT_INTRA_OP_THREADS": "1", **env}
+                    "ATTNMT_METRICS_PORT": "0", "ATTNMT_HTTP_HOST": "127.0.0.1", "ATTNMT_HTTP_PORT": "0",
+                    "ATTNMT_MODELS": str(model), "ATTNMT_INTRA_OP_THREADS": "1", **env}
         self.proc = subprocess.Popen(serve_command(settings), env={**os.environ, **settings},
                                      stderr=subprocess.PIPE, text=True)
         self.log: list[str] = []

@@ -1,0 +1,1 @@
+"""HTTP beside gRPC: the native JSON API, LibreTranslate's API and the web page (docs/http.md)."""

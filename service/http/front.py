@@ -1,0 +1,249 @@
+"""HTTP beside gRPC in one process: a Starlette app on uvicorn, run in the event loop
+grpc.aio already runs, calling the same servicer, schedulers, overload gate and
+metrics. An HTTP call is an ordinary caller of the decode worker, not a second server.
+
+Why Starlette and uvicorn: a well-kept ASGI toolkit and server that can run inside an
+existing loop (`uvicorn.Server.serve`); the schemas are the proto's, so FastAPI's
+pydantic models would only be a second copy of them (docs/http.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import socket
+import ssl
+import time
+from importlib import resources
+
+import grpc
+import uvicorn
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from attnmt.service.errors import ConfigError, Overloaded
+from attnmt.service.http import libretranslate, native
+from attnmt.service.http.context import CallEnded, Caller, HttpContext, key_name
+
+log = logging.getLogger("attnmt")
+
+# The web page runs only its own files: model output is shown as text, never as markup, and an
+# injected script could neither run nor send anything anywhere.
+PAGE_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+               "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+DOCS_POLICY = PAGE_POLICY
+
+
+class _EmbeddedUvicorn(uvicorn.Server):
+    """uvicorn without its signal handlers: `attnmt serve` owns SIGTERM and drains both protocols."""
+
+    @contextlib.contextmanager
+    def capture_signals(self):
+        yield
+
+
+def read_api_keys(path) -> dict[str, str]:
+    """key -> name from a keys file: `KEY` or `KEY NAME` per line, # comments."""
+    keys = {}
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as e:
+        raise ConfigError(f"api_keys: cannot read {path}: {e.strerror}") from e
+    for line in lines:
+        fields = line.split("#", 1)[0].split()
+        if fields:
+            keys[fields[0]] = fields[1] if len(fields) > 1 else key_name(fields[0])
+    if not keys:
+        raise ConfigError(f"api_keys: {path} holds no key")
+    return keys
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """The listening socket, bound here so a failure is a ConfigError (uvicorn would exit the process)."""
+    host = host.strip("[]")
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise ConfigError(f"http_port: cannot listen on {host}:{port} ({e.strerror})") from e
+    return sock
+
+
+class Metered:
+    """ASGI middleware: http_server_* metrics by route template, and the count of calls in flight
+    (the drain waits for it)."""
+
+    def __init__(self, app, front: HttpFront):
+        self.app, self.front = app, front
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        metrics = self.front.metrics
+        status = [500]
+
+        async def send_status(message):
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+        start = time.perf_counter()
+        self.front.in_flight += 1
+        metrics.http_active.inc()
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            self.front.in_flight -= 1
+            metrics.http_active.dec()
+            route = scope.get("route")
+            template = getattr(route, "path", None) or "unmatched"
+            metrics.http_requests.labels(scope["method"], template, str(status[0])).inc()
+            metrics.http_duration.labels(scope["method"], template).observe(time.perf_counter() - start)
+
+
+class HttpFront:
+    """The HTTP listener of one `attnmt serve` (service/server/app.py's Server runs it)."""
+
+    def __init__(self):
+        self.in_flight = 0
+        self.port = 0
+        self._uvicorn: _EmbeddedUvicorn | None = None
+        self._task: asyncio.Task | None = None
+
+    # --- what the routes use ----------------------------------------------
+
+    def check_key(self, request: Request, key: str | None) -> None:
+        """403 unless keys are off or the call brings a known one (`key`: one sent in the body
+        or form, as LibreTranslate's clients do; else `Authorization: Bearer` or `X-Api-Key`)."""
+        if key is None:
+            auth = request.headers.get("authorization", "")
+            key = auth[7:].strip() if auth.lower().startswith("bearer ") else request.headers.get("x-api-key")
+        if self.api_keys is None:
+            return
+        name = self.api_keys.get(key or "")
+        if name is None:
+            raise CallEnded(grpc.StatusCode.PERMISSION_DENIED,
+                            "an API key is required (api_key, Authorization: Bearer or X-Api-Key)" if not key
+                            else "the API key is not valid")
+        request.state.key_name = name
+
+    def context(self, request: Request) -> HttpContext:
+        caller = Caller(request.client, request.headers, getattr(request.state, "key_name", None),
+                        self.trusted_proxies)
+        timeout = request.headers.get("x-timeout")
+        if timeout is None:
+            return HttpContext(caller, None)
+        try:
+            seconds = float(timeout)
+        except ValueError:
+            seconds = -1
+        if not seconds > 0:
+            raise CallEnded(grpc.StatusCode.INVALID_ARGUMENT, f"X-Timeout: {timeout!r} is not a positive number "
+                            "of seconds")
+        return HttpContext(caller, seconds)
+
+    async def read_body(self, request: Request) -> bytes:
+        limit = self.settings.max_message_bytes
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise CallEnded(grpc.StatusCode.RESOURCE_EXHAUSTED, f"the body is {declared} bytes, over "
+                            f"max_message_bytes ({limit})", http_status=413)
+        body = b""
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > limit:
+                raise CallEnded(grpc.StatusCode.RESOURCE_EXHAUSTED, f"the body is over max_message_bytes ({limit})",
+                                http_status=413)
+        return body
+
+    def refuse_if_full(self, message) -> None:
+        """The overload gate, as gRPC's interceptor applies it: refuse before any work when no
+        model can take one more sentence."""
+        if self.server.queues_full():
+            refusal: Overloaded = self.server.refusal(message)
+            raise CallEnded(grpc.StatusCode.RESOURCE_EXHAUSTED, str(refusal), refusal.retry_after)
+
+    def ready(self) -> bool:
+        return self.server.serving
+
+    # --- lifecycle --------------------------------------------------------
+
+    def app(self) -> Starlette:
+        s = self.settings
+
+        from attnmt.service.http.openapi import document
+        api = JSONResponse(document("attnmt", self.server.version))     # built once: ~7 ms, 39 KB
+
+        async def openapi(request: Request) -> Response:
+            return api
+
+        static = resources.files("attnmt.service.http") / "static"
+
+        def page(name: str, policy: str):
+            async def endpoint(request: Request) -> Response:
+                return Response((static / name).read_bytes(), media_type="text/html; charset=utf-8",
+                                headers={"Content-Security-Policy": policy, "X-Content-Type-Options": "nosniff",
+                                         "Referrer-Policy": "no-referrer"})
+            return endpoint
+
+        routes = native.routes(self) + libretranslate.routes(self) + [
+            Route("/openapi.json", openapi, methods=["GET"]),
+            Route("/docs", page("docs.html", DOCS_POLICY), methods=["GET"]),
+            Route("/", page("index.html", PAGE_POLICY), methods=["GET"]),
+            Mount("/static", StaticFiles(packages=[("attnmt.service.http", "static")]), name="static"),
+        ]
+        middleware = [Middleware(Metered, front=self),
+                      Middleware(CORSMiddleware, allow_origins=s.cors_allow_origins, allow_methods=["GET", "POST"],
+                                 allow_headers=["Authorization", "Content-Type", "X-Api-Key", "X-Client-Id",
+                                                "X-Timeout"], expose_headers=["Retry-After"])]
+        return Starlette(routes=routes, middleware=middleware, exception_handlers={Exception: self._crashed})
+
+    async def _crashed(self, request: Request, error: Exception) -> Response:
+        """A bug, not the caller's doing: answered 500 in the route's own shape (uvicorn logs the traceback)."""
+        message = f"internal error: {type(error).__name__}: {error}"
+        if request.url.path.startswith("/v1/"):
+            return JSONResponse({"error": {"code": "INTERNAL", "message": message}}, 500)
+        return JSONResponse({"error": message}, 500)
+
+    async def start(self, server) -> None:
+        """Listen and serve; `server` is service/server/app.py's Server (servicer, metrics, gate)."""
+        self.server, self.settings, self.metrics = server, server.settings, server.metrics
+        self.servicer = server.servicer
+        s = self.settings
+        self.api_keys = read_api_keys(s.api_keys) if s.api_keys else None
+        self.trusted_proxies = [ipaddress.ip_network(n, strict=False) for n in s.trusted_proxies]
+        sock = listen(s.http_host, s.http_port)
+        self.port = sock.getsockname()[1]
+        tls = {}
+        if s.tls_cert is not None:
+            tls = dict(ssl_certfile=str(s.tls_cert), ssl_keyfile=str(s.tls_key))
+            if s.tls_client_ca is not None:
+                tls.update(ssl_ca_certs=str(s.tls_client_ca), ssl_cert_reqs=ssl.CERT_REQUIRED)
+        config = uvicorn.Config(self.app(), lifespan="off", log_config=None, access_log=False, server_header=False,
+                                timeout_graceful_shutdown=max(s.grace_period_seconds, 1), ws="none", **tls)
+        # uvicorn's own lines ("Started server process") are INFO under the name uvicorn.error;
+        # the server logs its own start, so only uvicorn's warnings and errors are kept
+        logging.getLogger("uvicorn.error").setLevel(max(logging.WARNING, log.getEffectiveLevel()))
+        self._uvicorn = _EmbeddedUvicorn(config)
+        self._task = asyncio.ensure_future(self._uvicorn.serve(sockets=[sock]))
+        while not self._uvicorn.started:
+            if self._task.done():
+                self._task.result()            # raises what stopped it
+                raise ConfigError(f"http: the HTTP server on port {self.port} stopped while starting")
+            await asyncio.sleep(0.01)
+
+    async def stop(self) -> None:
+        """Close the listener and the idle connections; the drain has already waited for calls in flight."""
+        if self._uvicorn is None:
+            return
+        self._uvicorn.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task

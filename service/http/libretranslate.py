@@ -1,0 +1,236 @@
+"""LibreTranslate's API, as its clients send it (Mastodon, Weblate, Discourse, browser
+extensions): `POST /translate`, `POST /detect`, `GET /languages`, `GET /frontend/settings`,
+`GET /health`. Read from libretranslate/app.py; the quirks kept are in docs/http.md.
+
+Each `q` is a document: split into sentences (and read as HTML for `format: html`),
+translated through the same servicer as every other call. Errors are LibreTranslate's
+`{"error": "..."}` with 400, 403, 429 (Retry-After), 500 and 503.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import grpc
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from attnmt.service.http.context import CallEnded, call
+from attnmt.service.stubs import translator_pb2 as pb
+from attnmt.service.text import language
+
+AUTO = "auto"
+SHORT_TEXT = 40     # characters below which LibreTranslate detects on all texts together
+
+
+def invalid(message: str) -> CallEnded:
+    return CallEnded(grpc.StatusCode.INVALID_ARGUMENT, message)
+
+
+def error_response(error: CallEnded, retry_after_default: float) -> Response:
+    message = error.message
+    if error.code == grpc.StatusCode.RESOURCE_EXHAUSTED and error.http_status == 429:
+        message = "Slowdown: " + message          # LibreTranslate's limiter words it so
+    elif error.http_status == 500:
+        message = "Cannot translate text: " + message
+    return JSONResponse({"error": message}, error.http_status, headers=error.retry_after_header(retry_after_default))
+
+
+@dataclass
+class Fields:
+    """A LibreTranslate request's fields, from JSON, or else from the form and the query string."""
+    values: dict
+    is_json: bool
+
+    def get(self, name: str):
+        return self.values.get(name)
+
+
+async def read_fields(request: Request, front) -> Fields:
+    body = await front.read_body(request)
+    if request.headers.get("content-type", "").split(";")[0].strip().lower().endswith("json"):
+        try:
+            values = json.loads(body or b"{}")
+        except ValueError as e:
+            raise invalid(f"Invalid request: the body is not JSON ({e})") from None
+        if not isinstance(values, dict):
+            raise invalid("Invalid request: the JSON body must be an object")
+        return Fields(values, True)
+    values = dict(request.query_params)          # as Flask's request.values: the query string, then the form
+    if body:
+        form = await _form(request, body)
+        for key, value in form.multi_items():
+            values.setdefault(key, value)
+    return Fields(values, False)
+
+
+async def _form(request: Request, body: bytes):
+    """The form in a body read already (the size limit applies before parsing)."""
+    async def replay():
+        return {"type": "http.request", "body": body, "more_body": False}
+    return await Request(request.scope, replay).form()
+
+
+class LanguagePairs:
+    """Which served model translates which pair (the default model first for its pair)."""
+
+    def __init__(self, models: dict, default: str):
+        self.model_of: dict[tuple[str, str], str] = {}
+        for name in [default] + [n for n in models if n != default]:
+            manifest = models[name].translator.engine.manifest
+            self.model_of.setdefault((manifest.source_language, manifest.target_language), name)
+        self.sources = sorted({s for s, _ in self.model_of})
+        self.codes = sorted({code for pair in self.model_of for code in pair})
+
+    def name(self, code: str) -> str:
+        return language.LANGUAGES.get(code, code)
+
+    def targets(self, code: str) -> list[str]:
+        return sorted(t for s, t in self.model_of if s == code)
+
+
+def detections(text: str) -> list[dict]:
+    """LibreTranslate's detection list: confidences in percent, best first."""
+    found = language.detect(text)
+    return [{"confidence": round(100 * p, 1), "language": code} for code, p in found] or \
+        [{"confidence": 0.0, "language": "en"}]   # LibreTranslate's answer when nothing is recognised
+
+
+def as_int(value, name: str) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise invalid(f"Invalid request: {name} parameter is not a number") from None
+
+
+def alternatives_of(entry: pb.Translation, wanted: int) -> list[str]:
+    """Up to `wanted` other translations of one document: sentence by sentence, the k-th
+    hypothesis where the sentence has one, spliced into the best document's text."""
+    found: list[str] = []
+    for k in range(1, wanted + 1 + 4):        # a few more than asked: some repeat the best or each other
+        text, changed = entry.text, False
+        for sentence in sorted(entry.sentences, key=lambda s: s.target.start, reverse=True):
+            hyps = sentence.translation.hypotheses
+            if k < len(hyps):
+                span = sentence.target
+                text, changed = text[:span.start] + hyps[k].text + text[span.end:], True
+        if not changed:
+            break
+        if text != entry.text and text not in found:
+            found.append(text)
+        if len(found) == wanted:
+            break
+    return found
+
+
+def routes(front) -> list[Route]:
+    settings = front.settings
+    retry = settings.retry_after_seconds
+    pairs = LanguagePairs(front.servicer.models, front.servicer.default)
+
+    async def translate(request: Request) -> Response:
+        try:
+            fields = await read_fields(request, front)
+            front.check_key(request, fields.get("api_key") or None)
+            q, source, target = fields.get("q"), fields.get("source"), fields.get("target")
+            for name, value in (("q", q), ("source", source), ("target", target)):
+                if not value:
+                    raise invalid(f"Invalid request: missing {name} parameter")
+            batch = isinstance(q, list)
+            texts = q if batch else [q]
+            if not all(isinstance(t, str) for t in texts):
+                raise invalid("Invalid request: q must be a string or a list of strings")
+            if not fields.is_json:
+                texts = ["\n".join(t.splitlines()) for t in texts]
+            if batch and len(texts) > settings.max_sentences_per_request:
+                raise invalid(f"Invalid request: request ({len(texts)}) exceeds text limit "
+                              f"({settings.max_sentences_per_request})")
+            chars = sum(len(t) for t in texts)
+            if chars > settings.max_document_chars:
+                raise invalid(f"Invalid request: request ({chars}) exceeds text limit ({settings.max_document_chars})")
+            text_format = fields.get("format") or "text"
+            if text_format not in ("text", "html"):
+                raise invalid(f"{text_format} format is not supported")
+            wanted = as_int(fields.get("alternatives") or 0, "alternatives")
+            limit = settings.max_beam_size - 1
+            if not 0 <= wanted <= limit:
+                raise invalid(f"Invalid request: alternatives parameter must be <= {limit}" if wanted > limit
+                              else "Invalid request: alternatives parameter must be >= 0")
+            detected = None
+            if source == AUTO:
+                overall = detections(" ".join(texts))[0]
+                detected = [detections(t)[0] if len(t) > SHORT_TEXT else overall for t in texts]
+                sources = {d["language"] for d in detected}
+            else:
+                sources = {source}
+            for code in sources:
+                if code not in pairs.codes:
+                    raise invalid(f"{code} is not supported" if source != AUTO else
+                                  f"{code} ({pairs.name(code)}) was detected, and this server does not translate it")
+            if target not in pairs.codes:
+                raise invalid(f"{target} is not supported")
+            models = {pairs.model_of.get((code, target)) for code in sources}
+            if None in models:
+                code = next(c for c in sources if (c, target) not in pairs.model_of)
+                raise invalid(f"{pairs.name(target)} ({target}) is not available as a target language from "
+                              f"{pairs.name(code)} ({code})")
+            (model,) = models if len(models) == 1 else (None,)
+            if model is None:
+                raise invalid("Invalid request: the texts are in different languages; send them one language a call")
+            message = pb.TranslateRequest(
+                sentences=texts, model=model, split_sentences=True,
+                format=pb.TEXT_FORMAT_HTML if text_format == "html" else pb.TEXT_FORMAT_PLAIN,
+                options=pb.DecodingOptions(n_best=wanted + 1 if wanted and text_format == "text" else 0,
+                                           beam_size=wanted + 1 if wanted + 1 > settings.default_beam_size else 0,
+                                           alignment=pb.ALIGNMENT_NONE))
+            front.refuse_if_full(message)
+            reply = await call(front.servicer.Translate, message, front.context(request), request.receive)
+            results = [t.text for t in reply.translations]
+            body = {"translatedText": results if batch else results[0]}
+            if wanted:
+                alternatives = [alternatives_of(t, wanted) if text_format == "text" else [] for t in reply.translations]
+                body["alternatives"] = alternatives if batch else alternatives[0]
+            if detected is not None:
+                body["detectedLanguage"] = detected if batch else detected[0]
+            return JSONResponse(body)
+        except CallEnded as e:
+            return error_response(e, retry)
+
+    async def detect(request: Request) -> Response:
+        try:
+            fields = await read_fields(request, front)
+            front.check_key(request, fields.get("api_key") or None)
+            q = fields.get("q")
+            if not q:
+                raise invalid("Invalid request: missing q parameter")
+            texts = q if isinstance(q, list) else [q]
+            if not all(isinstance(t, str) for t in texts):
+                raise invalid("Invalid request: q must be a string or a list of strings")
+            return JSONResponse(detections(" ".join(texts)))
+        except CallEnded as e:
+            return error_response(e, retry)
+
+    async def languages(request: Request) -> Response:
+        return JSONResponse([{"code": code, "name": pairs.name(code), "targets": pairs.targets(code)}
+                             for code in pairs.codes])
+
+    async def frontend_settings(request: Request) -> Response:
+        source = pairs.sources[0]
+        target = pairs.targets(source)[0]
+        keys = front.api_keys is not None
+        return JSONResponse({
+            "charLimit": settings.max_document_chars, "frontendTimeout": 500, "apiKeys": keys, "keyRequired": keys,
+            "suggestions": False, "filesTranslation": False, "supportedFilesFormat": [],
+            "language": {"source": {"code": source, "name": pairs.name(source)},
+                         "target": {"code": target, "name": pairs.name(target)}}})
+
+    async def health(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    return [Route("/translate", translate, methods=["POST"]),
+            Route("/detect", detect, methods=["POST"]),
+            Route("/languages", languages, methods=["GET"]),
+            Route("/frontend/settings", frontend_settings, methods=["GET"]),
+            Route("/health", health, methods=["GET"])]

@@ -1,0 +1,138 @@
+"""LibreTranslate's API on a real `attnmt serve`, each client's request exactly as it sends it:
+Mastodon's JSON list with `source: auto` and HTML, Weblate's form, a query string; the
+errors in LibreTranslate's shape; never a translation into the wrong language."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from conftest import REPO, SHORT, RunningServer
+
+BUNDLED = REPO / "models" / "rnnsearch-es-en"
+SPANISH = "No se puede abrir el archivo: permiso denegado."
+FRENCH = "Impossible d'ouvrir le fichier de configuration : permission refusée par le système."
+
+
+@pytest.fixture(scope="module")
+def lt(tiny_model):
+    """The bundled es->en model (the default) beside the tiny xx->en one."""
+    with RunningServer([BUNDLED, tiny_model], {"ATTNMT_DEFAULT_BEAM_SIZE": "4"}) as server, \
+            httpx.Client(base_url=server.http, timeout=60) as client:
+        client.server = server
+        yield client
+
+
+def test_mastodons_request(lt):
+    """app/lib/translation_service/libre_translate.rb: JSON, q a list of HTML, source auto."""
+    body = {"q": ["<p>No se puede abrir el <b>archivo</b>.</p>", "<p>Permiso denegado.</p>"], "source": "auto",
+            "target": "en", "format": "html", "api_key": ""}
+    r = lt.post("/translate", json=body)
+    assert r.status_code == 200, r.text
+    answer = r.json()
+    assert set(answer) == {"translatedText", "detectedLanguage"}
+    texts = answer["translatedText"]
+    assert isinstance(texts, list) and len(texts) == 2
+    assert texts[0].startswith("<p>") and "<b>" in texts[0] and texts[0].endswith("</p>")
+    assert [d["language"] for d in answer["detectedLanguage"]] == ["es", "es"]
+    assert all(0 < d["confidence"] <= 100 for d in answer["detectedLanguage"])
+    # the same text through the native API, as HTML: the same translation
+    native = lt.post("/v1/translate", json={"sentences": body["q"], "format": "TEXT_FORMAT_HTML",
+                                            "splitSentences": True, "options": {"alignment": "ALIGNMENT_NONE"}})
+    assert [t["text"] for t in native.json()["translations"]] == texts
+
+
+def test_weblates_form_and_a_query_string(lt):
+    """weblate/machinery/libretranslate.py posts a form; some clients put the fields in the URL."""
+    r = lt.post("/translate", data={"api_key": "", "q": SPANISH, "source": "es", "target": "en"})
+    assert r.status_code == 200, r.text
+    assert set(r.json()) == {"translatedText"} and isinstance(r.json()["translatedText"], str)
+    by_query = lt.post("/translate", params={"q": SPANISH, "source": "es", "target": "en"})
+    assert by_query.json() == r.json()
+    # a form's line endings become \n, as LibreTranslate normalises them
+    two_lines = lt.post("/translate", data={"q": "Hola.\r\nAdiós.", "source": "es", "target": "en"})
+    assert two_lines.status_code == 200 and "\r" not in two_lines.json()["translatedText"]
+
+
+def test_alternatives_come_from_the_n_best(lt):
+    r = lt.post("/translate", json={"q": SPANISH, "source": "es", "target": "en", "alternatives": 2})
+    answer = r.json()
+    assert r.status_code == 200 and isinstance(answer["alternatives"], list)
+    assert 1 <= len(answer["alternatives"]) <= 2
+    assert answer["translatedText"] not in answer["alternatives"]
+    assert len(set(answer["alternatives"])) == len(answer["alternatives"])
+    batch = lt.post("/translate", json={"q": [SPANISH, "Permiso denegado."], "source": "es", "target": "en",
+                                        "alternatives": 1}).json()
+    assert len(batch["alternatives"]) == 2 and all(isinstance(a, list) for a in batch["alternatives"])
+
+
+def test_the_pair_chooses_the_model(lt):
+    toy = lt.post("/translate", json={"q": SHORT, "source": "xx", "target": "en"})
+    native = lt.post("/v1/translate", json={"sentences": [SHORT], "model": "tiny", "splitSentences": True,
+                                            "options": {"beamSize": 4}})
+    assert toy.status_code == 200 and toy.json()["translatedText"] == native.json()["translations"][0]["text"]
+
+
+@pytest.mark.parametrize("body, message", [
+    ({"source": "es", "target": "en"}, "Invalid request: missing q parameter"),
+    ({"q": "Hola", "target": "en"}, "Invalid request: missing source parameter"),
+    ({"q": "Hola", "source": "es"}, "Invalid request: missing target parameter"),
+    ({"q": "Hola", "source": "es", "target": "en", "format": "pdf"}, "pdf format is not supported"),
+    ({"q": "Hola", "source": "es", "target": "fr"}, "fr is not supported"),
+    ({"q": "Hola", "source": "de", "target": "en"}, "de is not supported"),
+    ({"q": "Hello", "source": "en", "target": "es"},
+     "Spanish (es) is not available as a target language from English (en)"),
+    ({"q": FRENCH, "source": "auto", "target": "en"}, "fr (French) was detected, and this server does not "
+                                                      "translate it"),
+    ({"q": "Hola", "source": "es", "target": "en", "alternatives": "many"},
+     "Invalid request: alternatives parameter is not a number"),
+    ({"q": "Hola", "source": "es", "target": "en", "alternatives": 99}, "alternatives parameter must be <= 15"),
+    ({"q": ["Hola"] * 65, "source": "es", "target": "en"}, "Invalid request: request (65) exceeds text limit (64)"),
+    ({"q": "x" * 50_001, "source": "es", "target": "en"}, "exceeds text limit (50000)"),
+])
+def test_errors_in_libretranslates_shape(lt, body, message):
+    r = lt.post("/translate", json=body)
+    assert r.status_code == 400
+    assert set(r.json()) == {"error"} and message in r.json()["error"], r.text
+
+
+def test_english_is_never_translated_as_spanish(lt):
+    """A text in the target's own language, sent with `auto`: 400, not a garbled 'translation'."""
+    r = lt.post("/translate", json={"q": "Where is the nearest train station, please?", "source": "auto",
+                                    "target": "en"})
+    assert r.status_code == 400 and "English (en) is not available as a target language from English" in \
+        r.json()["error"]
+
+
+def test_languages_settings_health_and_detect(lt):
+    languages = {lang["code"]: lang for lang in lt.get("/languages").json()}
+    assert languages["es"] == {"code": "es", "name": "Spanish", "targets": ["en"]}
+    assert languages["en"]["targets"] == [] and languages["xx"]["targets"] == ["en"]
+    settings = lt.get("/frontend/settings").json()
+    assert settings["charLimit"] == 50_000 and settings["keyRequired"] is False
+    assert settings["language"] == {"source": {"code": "es", "name": "Spanish"},
+                                    "target": {"code": "en", "name": "English"}}
+    assert lt.get("/health").json() == {"status": "ok"}
+    found = lt.post("/detect", data={"q": "¿Dónde está la estación de tren más cercana?"}).json()
+    assert found[0]["language"] == "es" and 50 < found[0]["confidence"] <= 100
+    assert lt.post("/detect", json={"q": FRENCH}).json()[0]["language"] == "fr"
+    assert lt.post("/detect", json={}).json() == {"error": "Invalid request: missing q parameter"}
+
+
+def test_cors_on_every_answer_to_a_browser(lt):
+    r = lt.post("/translate", json={"q": "Hola", "source": "es", "target": "en"},
+                headers={"Origin": "moz-extension://abc"})
+    assert r.headers["access-control-allow-origin"] == "*"
+
+
+def test_keys_and_overload_in_libretranslates_shape(tiny_model, tmp_path):
+    keys = tmp_path / "keys"
+    keys.write_text("secret-1 weblate\n")
+    with RunningServer([tiny_model], {"ATTNMT_API_KEYS": str(keys)}) as server:
+        url = server.http + "/translate"
+        r = httpx.post(url, data={"q": SHORT, "source": "xx", "target": "en"})
+        assert r.status_code == 403 and set(r.json()) == {"error"}
+        assert httpx.post(url, data={"q": SHORT, "source": "xx", "target": "en", "api_key": "nope"}).status_code == 403
+        ok = httpx.post(url, data={"q": SHORT, "source": "xx", "target": "en", "api_key": "secret-1"})
+        assert ok.status_code == 200 and ok.json()["translatedText"]
+        assert httpx.get(server.http + "/frontend/settings").json()["keyRequired"] is True
