@@ -1,4 +1,4 @@
-"""The measurement subcommands of `attnmt`: bench (engine, server, offline, serving, glossary,
+"""The measurement subcommands of `attnmt`: bench (engine, server, offline, serving, http, glossary,
 quality, overload, soak, order), evaluate, evaluate-alignment, fit-quality.
 
 Found by `attnmt` through the `attnmt.commands` entry point; the modules that run them
@@ -135,6 +135,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--set", action="append", default=[], metavar="SETTING=VALUE",
                    help="a server setting other than its default (repeatable), e.g. intra_op_threads=1")
     b.set_defaults(func=cmd_bench_serving)
+    b = bench.add_parser("http", help="HTTP against gRPC on the same server (default settings): throughput at "
+                                      "64 clients, CPU per sentence (server and client apart), latency at "
+                                      "concurrency 1 (needs httpx)")
+    _bench_arguments(b)
+    b.add_argument("--concurrency", type=int, default=64)
+    b.add_argument("--requests", type=int, help="calls per throughput run (default: each sentence once)")
+    b.add_argument("--latency-sentences", type=int, default=200, help="sentences sent one at a time")
+    b.add_argument("--set", action="append", default=[], metavar="SETTING=VALUE",
+                   help="a server setting other than its default (repeatable), e.g. intra_op_threads=1")
+    b.set_defaults(func=cmd_bench_http)
     b = bench.add_parser("glossary", help="a glossary file on the test split: occurrences honoured (present and "
                                           "aligned), BLEU/chrF without and with it (no torch)")
     _measure_arguments(b)
@@ -286,6 +296,25 @@ def cmd_bench_serving(args: argparse.Namespace) -> int:
     settings = dict(item.split("=", 1) for item in args.set)
     report = bench_serving(args.model, sentences, args.repeats, args.concurrency, args.latency_sentences, settings)
     return _bench_report(report, format_serving(report), args.json)
+
+
+def cmd_bench_http(args: argparse.Namespace) -> int:
+    import shlex
+
+    from attnmt.bench.http import bench_http, format_http
+    from attnmt.bench.offline import source_sentences
+    sentences = source_sentences(args.model, args.data, args.sentences)
+    settings = dict(item.split("=", 1) for item in args.set)
+    # the command that repeats this run, defaults spelled out
+    command = ["attnmt", "bench", "http", "--model", str(args.model), "--data", str(args.data),
+               "--repeats", str(args.repeats), "--concurrency", str(args.concurrency),
+               "--latency-sentences", str(args.latency_sentences)]
+    for flag, value in (("--sentences", args.sentences), ("--requests", args.requests)):
+        command += [flag, str(value)] if value is not None else []
+    command += [arg for item in args.set for arg in ("--set", item)]
+    report = bench_http(args.model, sentences, args.repeats, args.concurrency, args.requests, args.latency_sentences,
+                        settings, shlex.join(command))
+    return _bench_report(report, format_http(report), args.json)
 
 
 def cmd_bench_glossary(args: argparse.Namespace) -> int:

@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections import Counter
 from pathlib import Path
 
 import grpc
@@ -159,6 +160,7 @@ class ServerProcess:
             match = _SERVING.search(line)
             if match:
                 self.port, self.metrics_port = int(match["port"]), int(match["metrics"])
+                self.http_port = None if match["http"] == "off" else int(match["http"])
                 # keep reading, so a chatty server never blocks on a full pipe
                 threading.Thread(target=lambda: [None for _ in self.proc.stderr], daemon=True).start()
                 return
@@ -205,9 +207,11 @@ def scrape(port: int, name: str) -> float:
 
 
 async def closed_loop(address: str, sentences: list[str], concurrency: int, requests: int,
-                      options: pb.DecodingOptions) -> tuple[list[float], float]:
+                      options: pb.DecodingOptions, errors: Counter | None = None) -> tuple[list[float], float]:
     """`concurrency` clients on one channel, each sending its next sentence as soon as
-    the last one is answered; returns every call's latency and the wall time."""
+    the last one is answered; returns every call's latency and the wall time.
+    With `errors`, a call that fails or answers without a translation is counted there
+    (by status code) and left out of the latencies, instead of raising."""
     latencies: list[float] = []
     counter = iter(range(requests))
     async with grpc.aio.insecure_channel(address) as channel:
@@ -216,7 +220,18 @@ async def closed_loop(address: str, sentences: list[str], concurrency: int, requ
         async def client() -> None:
             for i in counter:
                 start = time.perf_counter()
-                await stub.Translate(pb.TranslateRequest(sentences=[sentences[i % len(sentences)]], options=options))
+                request = pb.TranslateRequest(sentences=[sentences[i % len(sentences)]], options=options)
+                if errors is None:
+                    await stub.Translate(request)
+                else:
+                    try:
+                        reply = await stub.Translate(request)
+                    except grpc.aio.AioRpcError as e:
+                        errors[e.code().name] += 1
+                        continue
+                    if not (reply.translations and reply.translations[0].text):
+                        errors["OK without a translation"] += 1
+                        continue
                 latencies.append(time.perf_counter() - start)
 
         start = time.perf_counter()

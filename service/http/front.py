@@ -30,7 +30,9 @@ from starlette.staticfiles import StaticFiles
 
 from attnmt.service.errors import ConfigError, Overloaded
 from attnmt.service.http import libretranslate, native
-from attnmt.service.http.context import CallEnded, Caller, HttpContext, key_name
+from attnmt.service.http.context import CallEnded, Caller, HttpContext, call, key_name
+from attnmt.service.server import rpc_record
+from attnmt.service.server.app import SERVICE_NAME
 
 log = logging.getLogger("attnmt")
 
@@ -109,6 +111,32 @@ class Metered:
             metrics.http_duration.labels(scope["method"], template).observe(time.perf_counter() - start)
 
 
+GRPC_TIMEOUT_UNITS = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
+
+
+def timeout_of(headers) -> float | None:
+    """The call's deadline in seconds: `X-Request-Timeout: SECONDS`, or gRPC's own `grpc-timeout`
+    (`100m`, `5S`: an integer and a unit, as in gRPC over HTTP/2); none without either."""
+    value = headers.get("x-request-timeout")
+    if value is not None:
+        try:
+            seconds = float(value)
+        except ValueError:
+            seconds = -1.0
+        if not 0 < seconds < float("inf"):
+            raise CallEnded(grpc.StatusCode.INVALID_ARGUMENT, f"X-Request-Timeout: {value!r} is not a positive "
+                            "number of seconds")
+        return seconds
+    value = headers.get("grpc-timeout")
+    if value is not None:
+        digits, unit = value[:-1], value[-1:]
+        if not (digits.isdigit() and len(digits) <= 8 and unit in GRPC_TIMEOUT_UNITS and int(digits) > 0):
+            raise CallEnded(grpc.StatusCode.INVALID_ARGUMENT, f"grpc-timeout: {value!r} is not a timeout such as "
+                            "'500m' or '5S'")
+        return int(digits) * GRPC_TIMEOUT_UNITS[unit]
+    return None
+
+
 class HttpFront:
     """The HTTP listener of one `attnmt serve` (service/server/app.py's Server runs it)."""
 
@@ -138,17 +166,28 @@ class HttpFront:
     def context(self, request: Request) -> HttpContext:
         caller = Caller(request.client, request.headers, getattr(request.state, "key_name", None),
                         self.trusted_proxies)
-        timeout = request.headers.get("x-timeout")
-        if timeout is None:
-            return HttpContext(caller, None)
+        return HttpContext(caller, timeout_of(request.headers))
+
+    async def call(self, method_name: str, message, request: Request):
+        """One servicer method for an HTTP request, recorded like a gRPC call (traces, the request
+        log) when the server records calls."""
+        method = getattr(self.servicer, method_name)
+        context = self.context(request)
+        if not self.sinks:
+            return await call(method, message, context, request.receive)
+        metadata = tuple((k, v) for k, v in request.headers.items() if k not in ("authorization", "x-api-key"))
+        record = rpc_record.begin(f"/{SERVICE_NAME}/{method_name}", metadata, message, protocol="http")
+        code, details, error = "OK", "", None
         try:
-            seconds = float(timeout)
-        except ValueError:
-            seconds = -1
-        if not seconds > 0:
-            raise CallEnded(grpc.StatusCode.INVALID_ARGUMENT, f"X-Timeout: {timeout!r} is not a positive number "
-                            "of seconds")
-        return HttpContext(caller, seconds)
+            return await call(method, message, context, request.receive)
+        except CallEnded as e:
+            code, details = e.code.name, e.message
+            raise
+        except BaseException as e:
+            code, details, error = "INTERNAL", str(e), e
+            raise
+        finally:
+            rpc_record.finish(record, self.sinks, code, details, error)
 
     async def read_body(self, request: Request) -> bytes:
         limit = self.settings.max_message_bytes
@@ -203,7 +242,7 @@ class HttpFront:
         middleware = [Middleware(Metered, front=self),
                       Middleware(CORSMiddleware, allow_origins=s.cors_allow_origins, allow_methods=["GET", "POST"],
                                  allow_headers=["Authorization", "Content-Type", "X-Api-Key", "X-Client-Id",
-                                                "X-Timeout"], expose_headers=["Retry-After"])]
+                                                "X-Request-Timeout"], expose_headers=["Retry-After"])]
         return Starlette(routes=routes, middleware=middleware, exception_handlers={Exception: self._crashed})
 
     async def _crashed(self, request: Request, error: Exception) -> Response:
@@ -217,6 +256,7 @@ class HttpFront:
         """Listen and serve; `server` is service/server/app.py's Server (servicer, metrics, gate)."""
         self.server, self.settings, self.metrics = server, server.settings, server.metrics
         self.servicer = server.servicer
+        self.sinks = server.record_sinks
         s = self.settings
         self.api_keys = read_api_keys(s.api_keys) if s.api_keys else None
         self.trusted_proxies = [ipaddress.ip_network(n, strict=False) for n in s.trusted_proxies]

@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from attnmt.service.http.context import CallEnded, call
+from attnmt.service.http.context import CallEnded
 from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.text import language
 
@@ -186,7 +186,7 @@ def routes(front) -> list[Route]:
                                            beam_size=wanted + 1 if wanted + 1 > settings.default_beam_size else 0,
                                            alignment=pb.ALIGNMENT_NONE))
             front.refuse_if_full(message)
-            reply = await call(front.servicer.Translate, message, front.context(request), request.receive)
+            reply = await front.call("Translate", message, request)
             results = [t.text for t in reply.translations]
             body = {"translatedText": results if batch else results[0]}
             if wanted:

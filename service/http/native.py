@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from attnmt.service.http.context import CallEnded, call
+from attnmt.service.http.context import CallEnded
 from attnmt.service.stubs import translator_pb2 as pb
 
 
@@ -52,8 +52,7 @@ def routes(front) -> list[Route]:
                     message = message_class(**request.path_params)
                 if refuse_when_full:
                     front.refuse_if_full(message)
-                method = getattr(front.servicer, method_name)
-                reply = await call(method, message, front.context(request), request.receive)
+                reply = await front.call(method_name, message, request)
                 return JSONResponse(message_json(reply))
             except CallEnded as e:
                 return error_response(e, retry)

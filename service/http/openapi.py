@@ -198,7 +198,7 @@ _ERRORS = {   # HTTP status -> (gRPC code, what it means on the native routes, o
             "Slowdown: the server, or this client's share of it, is full."),
     "500": ("INTERNAL", "A failure on the server's side.", "The translation failed on the server's side."),
     "503": ("UNAVAILABLE", "The server is warming up or draining.", ""),
-    "504": ("DEADLINE_EXCEEDED", "The deadline (X-Timeout, or the server's own) ran out.", ""),
+    "504": ("DEADLINE_EXCEEDED", "The deadline (X-Request-Timeout or grpc-timeout, or the server's own) ran out.", ""),
 }
 _RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before retrying.",
                                 "schema": {"type": "integer", "minimum": 1}}}
@@ -221,7 +221,7 @@ def _native(path: str, rpc: str, request, response, statuses: str, comments: dic
     operation = {
         "tags": ["native"], "operationId": rpc[0].lower() + rpc[1:], "summary": rpc,
         "description": comments.get(f"{pb.DESCRIPTOR.package}.Translator.{rpc}", ""),
-        "parameters": parameters + [{"$ref": "#/components/parameters/XTimeout"},
+        "parameters": parameters + [{"$ref": "#/components/parameters/XRequestTimeout"},
                                     {"$ref": "#/components/parameters/XClientId"}],
         "security": [{}, {"bearer": []}, {"apiKey": []}],   # {}: no key needed unless keys are configured
         "responses": {"200": {"description": "OK", "content": _json(_ref(_name(response.DESCRIPTOR)))},
@@ -250,8 +250,9 @@ _ABOUT = """
 
 The native routes (`/v1/...`) are the gRPC service's RPCs through protobuf's JSON mapping: field
 names in lowerCamelCase (the proto's own names are accepted in requests too), enums by name,
-64-bit integers as strings. A request's deadline is `X-Timeout` (seconds). The LibreTranslate
-routes answer LibreTranslate's clients (Mastodon, Weblate, browser extensions) as it would."""
+64-bit integers as strings. A request's deadline is `X-Request-Timeout` (seconds) or
+`grpc-timeout` (gRPC's form: `500m`, `5S`). The LibreTranslate routes answer LibreTranslate's
+clients (Mastodon, Weblate, browser extensions) as it would."""
 
 
 def document(title: str, version: str) -> dict:
@@ -283,8 +284,10 @@ def document(title: str, version: str) -> dict:
         "components": {
             "schemas": {**proto_schemas(comments), **HAND_WRITTEN_SCHEMAS},
             "parameters": {
-                "XTimeout": {"name": "X-Timeout", "in": "header", "schema": {"type": "number", "exclusiveMinimum": 0},
-                             "description": "The deadline in seconds, as gRPC's; capped by the server's."},
+                "XRequestTimeout": {"name": "X-Request-Timeout", "in": "header",
+                                    "schema": {"type": "number", "exclusiveMinimum": 0},
+                                    "description": "The deadline in seconds (or gRPC's grpc-timeout header); "
+                                                   "capped by the server's."},
                 "XClientId": {"name": "X-Client-Id", "in": "header", "schema": _STR,
                               "description": "Who is calling, for fair shares (an API key takes precedence)."}},
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"},

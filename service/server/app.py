@@ -74,6 +74,7 @@ class Server:
         self._stopping: asyncio.Task | None = None
         self.failure: BaseException | None = None
         self.tracing: Tracing | None = None
+        self.record_sinks: list = []
         # one retry hint for every refusal, at the door (OverloadGate) or in a model's queue
         self.retry_hint = RetryHint(settings.retry_after_seconds, settings.retry_after_max_seconds,
                                     settings.overload_refusals_per_second)
@@ -125,6 +126,7 @@ class Server:
             sinks.append(self.tracing)
         if self.settings.log_level == "debug":
             sinks.append(log_request)
+        self.record_sinks = sinks             # the HTTP front records its calls into the same sinks
         return [RecordingInterceptor(SERVICE_NAME, sinks)] if sinks else []
 
     async def start(self) -> None:

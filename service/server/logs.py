@@ -51,8 +51,8 @@ def request_fields(record: RpcRecord) -> dict:
 
     done = [j for j in jobs if j.finished is not None]
     return {"trace_id": record.trace_id or None, "method": record.method, "model": record.model or None,
-            "status": record.code, "details": record.details or None, "sentences": record.sentences,
-            "decoded": len(jobs), "duration_ms": _ms(record.seconds),
+            "protocol": record.protocol, "status": record.code, "details": record.details or None,
+            "sentences": record.sentences, "decoded": len(jobs), "duration_ms": _ms(record.seconds),
             "queue_ms": _ms(longest("enqueued", "joined")), "encode_ms": _ms(longest("joined", "encoded")),
             "decode_ms": _ms(longest("encoded", "finished")),
             "steps": max((j.steps for j in done), default=None),

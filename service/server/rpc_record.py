@@ -44,6 +44,7 @@ class RpcRecord:
     details: str = ""
     error: BaseException | None = None
     trace_id: str = ""                        # 32 hex digits, when the caller or the tracer gave one
+    protocol: str = "grpc"                    # or "http": the same RPC called through service/http/
 
     @property
     def seconds(self) -> float:
@@ -83,6 +84,27 @@ def caller_trace_id(metadata) -> str:
 Sink = Callable[[RpcRecord], None]
 
 
+def begin(method: str, metadata: tuple, request=None, protocol: str = "grpc") -> RpcRecord:
+    """Open the record of a call in the current task (and the tasks it starts from now on)."""
+    record = RpcRecord(method, metadata, trace_id=caller_trace_id(metadata), protocol=protocol)
+    if request is not None:
+        record.model = getattr(request, "model", "")
+        record.sentences = sentences_in(request)
+    _current.set(record)
+    return record
+
+
+def finish(record: RpcRecord, sinks: list[Sink], code: str, details: str, error: BaseException | None) -> None:
+    """Close the record and hand it to every sink; a failing sink never fails the call."""
+    record.end = time.monotonic()
+    record.code, record.details, record.error = code, details, error
+    for sink in sinks:
+        try:
+            sink(record)
+        except Exception:  # noqa: BLE001 - observing a call must never fail it
+            log.exception("recording %s failed in %r", record.method, sink)
+
+
 class RecordingInterceptor(grpc.aio.ServerInterceptor):
     """One `RpcRecord` per call of `service`; other services (health, reflection) pass untouched."""
 
@@ -91,16 +113,10 @@ class RecordingInterceptor(grpc.aio.ServerInterceptor):
         self.sinks = sinks
 
     def _finish(self, record: RpcRecord, context, error: BaseException | None) -> None:
-        record.end = time.monotonic()
-        record.code = status_name(context, error)
-        record.error = error
-        details = context.details() if record.code != "OK" else ""
-        record.details = details.decode(errors="replace") if isinstance(details, bytes) else str(details or "")
-        for sink in self.sinks:
-            try:
-                sink(record)
-            except Exception:  # noqa: BLE001 - observing a call must never fail it
-                log.exception("recording %s failed in %r", record.method, sink)
+        code = status_name(context, error)
+        details = context.details() if code != "OK" else ""
+        details = details.decode(errors="replace") if isinstance(details, bytes) else str(details or "")
+        finish(record, self.sinks, code, details, error)
 
     async def intercept_service(self, continuation, details: grpc.HandlerCallDetails):
         handler = await continuation(details)
@@ -108,13 +124,9 @@ class RecordingInterceptor(grpc.aio.ServerInterceptor):
             return handler
         metadata = tuple(details.invocation_metadata or ())
 
-        def begin(request) -> RpcRecord:
-            record = RpcRecord(details.method, metadata, trace_id=caller_trace_id(metadata))
-            if not handler.request_streaming:
-                record.model = getattr(request, "model", "")
-                record.sentences = sentences_in(request)
-            _current.set(record)          # the call's own task (and the tasks it starts) see it
-            return record
+        def begin_call(request) -> RpcRecord:
+            # the call's own task (and the tasks it starts) see the record
+            return begin(details.method, metadata, None if handler.request_streaming else request)
 
         async def counted(requests, record: RpcRecord):
             async for request in requests:
@@ -125,7 +137,7 @@ class RecordingInterceptor(grpc.aio.ServerInterceptor):
             behaviour = handler.stream_unary if handler.request_streaming else handler.unary_unary
 
             async def unary(request, context):
-                record = begin(request)
+                record = begin_call(request)
                 if handler.request_streaming:
                     request = counted(request, record)
                 error = None
@@ -145,7 +157,7 @@ class RecordingInterceptor(grpc.aio.ServerInterceptor):
         behaviour = handler.stream_stream if handler.request_streaming else handler.unary_stream
 
         async def streaming(request, context):
-            record = begin(request)
+            record = begin_call(request)
             if handler.request_streaming:
                 request = counted(request, record)
             error = None

@@ -60,6 +60,7 @@ class Tracing:
                                           "attnmt.sentences": record.sentences,
                                           "attnmt.decoded_sentences": len(record.jobs)})
         record.trace_id = format(span.get_span_context().trace_id, "032x")
+        span.set_attribute("attnmt.protocol", record.protocol)     # http: the same RPC through service/http/
         if record.model:
             span.set_attribute("attnmt.model", record.model)
         span.set_attribute("rpc.grpc.status_code", _code_number(record.code))

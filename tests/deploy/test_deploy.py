@@ -407,7 +407,7 @@ def test_error_ratio_panel_counts_the_codes_the_alert_pages_on():
 
 def test_http_error_ratio_counts_what_the_grpc_ratio_counts():
     """HTTP's "server errors" are the statuses the HTTP front answers for the gRPC codes the alert
-    counts, and none of those it answers for what callers cause (504: the client's X-Timeout)."""
+    counts, and none of those it answers for what callers cause (504: the client's X-Request-Timeout)."""
     import grpc
 
     from attnmt.service.http.context import HTTP_STATUS_OF

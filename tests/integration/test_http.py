@@ -96,8 +96,8 @@ def test_bodies_that_are_not_requests(http):
     assert r.status_code == 413 and "max_message_bytes" in r.json()["error"]["message"]
     r = http.get("/v1/translate")
     assert r.status_code == 405
-    r = http.post("/v1/translate", json={"sentences": [SHORT]}, headers={"x-timeout": "soon"})
-    assert r.status_code == 400 and "X-Timeout" in r.json()["error"]["message"]
+    r = http.post("/v1/translate", json={"sentences": [SHORT]}, headers={"x-request-timeout": "soon"})
+    assert r.status_code == 400 and "X-Request-Timeout" in r.json()["error"]["message"]
     assert http.get("/nowhere").status_code == 404
 
 
@@ -122,7 +122,7 @@ def test_cors_as_browsers_need_it(http):
 def test_a_deadline_from_x_timeout(tiny_model):
     with RunningServer([tiny_model], {"ATTNMT_MAX_TOKENS_PER_SENTENCE": "1024", "ATTNMT_MAX_BEAM_SIZE": "1",
                                       "ATTNMT_DEFAULT_BEAM_SIZE": "1", "FAULTS": "step_delay_ms=10"}) as server:
-        r = httpx.post(server.http + "/v1/align", json=SLOW_ALIGN, headers={"x-timeout": "0.3"}, timeout=30)
+        r = httpx.post(server.http + "/v1/align", json=SLOW_ALIGN, headers={"grpc-timeout": "300m"}, timeout=30)
         assert r.status_code == 504 and r.json()["error"]["code"] == "DEADLINE_EXCEEDED"
 
 
@@ -201,3 +201,23 @@ def test_sigterm_drains_http_calls_in_flight(tiny_model):
         assert answers and answers[0].status_code == 200, answers and answers[0].text
         assert len(answers[0].json()["hypothesis"]["targetTokens"]) > 800
         assert server.proc.wait(30) == 0
+
+
+def test_a_failing_sentence_is_500_in_each_shape_and_recorded(tiny_model):
+    """A decoder step that breaks on one sentence (INTERNAL): 500 on both APIs, the server keeps
+    serving, and with the request log on, HTTP calls are logged like gRPC ones (protocol=http)."""
+    env = {"FAULTS": "poison=gato", "ATTNMT_DEFAULT_BEAM_SIZE": "1", "ATTNMT_LOG_LEVEL": "debug"}
+    with RunningServer([tiny_model], env) as server:
+        r = httpx.post(server.http + "/v1/translate", json={"sentences": ["gato ."]}, timeout=30)
+        assert r.status_code == 500 and r.json()["error"]["code"] == "INTERNAL"
+        lt = httpx.post(server.http + "/translate", json={"q": "gato .", "source": "xx", "target": "en"}, timeout=30)
+        assert lt.status_code == 500 and lt.json()["error"].startswith("Cannot translate text: ")
+        ok = httpx.post(server.http + "/v1/translate", json={"sentences": [SHORT]},
+                        headers={"traceparent": "00-" + "ab" * 16 + "-" + "cd" * 8 + "-01"}, timeout=30)
+        assert ok.status_code == 200
+        give_up = time.monotonic() + 5
+        while not any("trace_id=" + "ab" * 16 in line for line in server.log) and time.monotonic() < give_up:
+            time.sleep(0.05)
+        (line,) = [line for line in server.log if "trace_id=" + "ab" * 16 in line]
+        assert "/attnmt.v1.Translator/Translate" in line and "protocol=http" in line and "status=OK" in line
+        assert any("protocol=http" in line and "status=INTERNAL" in line for line in server.log)
