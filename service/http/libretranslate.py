@@ -14,10 +14,11 @@ from dataclasses import dataclass
 
 import grpc
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from attnmt.service.http.context import CallEnded
+from attnmt.service.http.native import JSONResponse
 from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.text import language
 
