@@ -75,6 +75,8 @@ class TrainConfig:
     label_smoothing: float = 0.1
     max_epochs: int = 40
     max_minutes: float = 0.0           # stop after this wall time (0: no limit)
+    max_steps: int = 0                 # stop after this many updates (0: no limit): a budget that does not
+                                       # depend on how busy the machine was while it trained
     validate_every: int = 0            # steps between dev evaluations (0: once per epoch)
     checkpoint_every: int = 200        # steps between resumable checkpoints
     keep_checkpoints: int = 0          # weights of the last N validations kept in checkpoints/ (`attnmt average`)
@@ -370,7 +372,7 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
     progress = sys.stderr.isatty()           # a live bar on a terminal; log lines either way
     tokens_seen, loss_sum, nll_sum, t_last = 0, 0.0, 0.0, time.time()
     align_sum, align_rows = 0.0, 0
-    stop = False
+    stop = bool(cfg.max_steps and state["step"] >= cfg.max_steps)     # resumed after its last update: done
     while state["epoch"] < cfg.max_epochs and not stop:
         batches = bucket_batches(train_src, train_tgt, cfg.token_budget, cfg.seed, state["epoch"])
         for b in range(state["batch_in_epoch"], len(batches)):
@@ -420,6 +422,11 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
                 checkpoint()
             if cfg.max_minutes and state["seconds"] / 60 >= cfg.max_minutes:
                 log(f"time limit of {cfg.max_minutes} minutes reached")
+                stop = True
+            if cfg.max_steps and state["step"] >= cfg.max_steps:
+                log(f"update limit of {cfg.max_steps} reached")
+                if not (cfg.validate_every and state["step"] % cfg.validate_every == 0):
+                    validate()          # the last weights are validated (and kept for averaging) too
                 stop = True
             if stop:
                 break

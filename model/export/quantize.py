@@ -22,8 +22,10 @@ The shortlist step graphs are quantized so that their output layer computes what
 graphs' does (`integer_matmuls`): the engine runs a sentence through one or the other
 depending on its batch-mates.
 
-Both directories are measured with the same greedy loop over the step graph
-(`export.onnx_greedy`), so the comparison is of the graphs alone.
+Both directories are measured with the same greedy loop over the step graph, the
+architecture's own (`rnnsearch.onnx_greedy`, `transformer.onnx_greedy`), so the comparison
+is of the graphs alone; the teacher-forced steps of `batch_invariance` read the step
+state, memory and `positions` from the manifest, so they run either architecture's graphs.
 """
 
 from __future__ import annotations
@@ -32,22 +34,25 @@ import logging
 import shutil
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import sacrebleu
 
-from attnmt.model.batching import make_batch
-from attnmt.model.export.rnnsearch import (
-    PARITY_TOPK,
-    full_precision,
-    onnx_greedy,
-    onnx_sessions,
-    onnx_step,
-    share_weights,
-)
+from attnmt.model.batching import inference_batches, make_batch
+from attnmt.model.export import rnnsearch, transformer
+from attnmt.model.export.directory import PARITY_TOPK, full_precision, share_weights
 from attnmt.model.tokenizer import BOS_ID, EOS_ID, Tokenizer
-from attnmt.service.modeldir.manifest import ENCODER_OUTPUTS, file_entries, load_manifest, write_manifest
+from attnmt.service.modeldir.manifest import (
+    POSITIONS,
+    Manifest,
+    decoder_outputs,
+    encoder_outputs,
+    file_entries,
+    load_manifest,
+    write_manifest,
+)
 from attnmt.service.modeldir.vocabulary import no_specials_bias
 
 ZERO_POINT = 128            # uint8: the symmetric int8 range shifted into MatMulInteger's uint8 input
@@ -57,14 +62,40 @@ INVARIANCE_SENTENCES = 64   # dev sentences decoded alone and together to measur
 _ROW = "per_row_quantization"   # prefix of the names the rewrite adds to a graph
 
 
+@dataclass
+class Graphs:
+    """A model directory's graphs as ONNX Runtime sessions, with its manifest: the names
+    of the step state, memory and initial state the contract leaves to the architecture."""
+    sessions: dict
+    manifest: Manifest
+
+    @classmethod
+    def load(cls, model_dir: Path, verify: bool = True) -> "Graphs":
+        manifest = load_manifest(model_dir, verify=verify)
+        runs = transformer if manifest.architecture == "Transformer" else rnnsearch
+        return cls(runs.onnx_sessions(model_dir), manifest)
+
+    def greedy(self, sources: list[list[int]], batch_size: int = 64) -> list[list[int]]:
+        """The architecture's greedy loop over the direct step graph; token ids without </s>."""
+        vocab_size = self.manifest.vocab_size
+        if self.manifest.architecture != "Transformer":
+            return rnnsearch.onnx_greedy(self.sessions, sources, vocab_size, batch_size=batch_size)
+        results: list[list[int]] = [[] for _ in sources]
+        for indices in inference_batches(sources, batch_size):
+            traces, _ = transformer.onnx_greedy(self.sessions, [sources[i] for i in indices], vocab_size,
+                                                check_shared=False)
+            for i, trace in zip(indices, traces):
+                results[i] = [t for t in trace.tokens if t != EOS_ID]     # </s> only ever last
+        return results
+
+
 def _greedy(model_dir: Path, sources: list[str], refs: list[str]) -> tuple[float, float]:
-    manifest = load_manifest(model_dir)
-    sessions = onnx_sessions(model_dir)
-    tok = Tokenizer(model_dir / manifest.tokenizer)
+    graphs = Graphs.load(model_dir)
+    tok = Tokenizer(model_dir / graphs.manifest.tokenizer)
     ids = [tok.encode(s) for s in sources]
-    onnx_greedy(sessions, ids[:16], manifest.vocab_size)     # warm-up
+    graphs.greedy(ids[:16])                                   # warm-up
     start = time.perf_counter()
-    hyps = [tok.decode(out) for out in onnx_greedy(sessions, ids, manifest.vocab_size)]
+    hyps = [tok.decode(out) for out in graphs.greedy(ids)]
     return sacrebleu.corpus_bleu(hyps, [refs]).score, time.perf_counter() - start
 
 
@@ -289,11 +320,20 @@ def write_int8(fp32_dir: Path, out_dir: Path) -> dict:
         overrides = {name: [{"quant_type": QuantType.QInt8, "reduce_range": True}] for name in weights}
         plain = out_dir / f"{graph}.float"
         onnx.save(model, str(plain))
+        # What becomes int8: every MatMul whose weight is a constant (quantize_dynamic's
+        # MatMulConstBOnly, its default, spelled out): the RNNsearch's projections; the
+        # Transformer's attention projections (Q, K, V, the encoder's cross K and V, the
+        # output), both FFN layers and the output layer; and the embedding tables (Gather).
+        # What stays float: a MatMul of two activations (the Transformer's QK^T and αV),
+        # whose second input would take one scale from the whole batch (ONNX Runtime's
+        # MatMulInteger quantizes it per tensor), the softmax and layer norms (not
+        # quantizable here), and the Transformer step's position table (`_position_tables`).
         # Weights in 7 bits (reduce_range): on a CPU without VNNI (AVX2 only) ONNX Runtime's
         # u8 x s8 kernel adds pairs of products in saturating int16, which full-range weights
         # can overflow; 7 bits keep every sum exact, so every CPU computes the same.
-        quantize_dynamic(str(plain), str(out_dir / graph), weight_type=QuantType.QInt8, nodes_to_exclude=biases,
-                         reduce_range=True, extra_options={"TensorQuantOverrides": overrides})
+        quantize_dynamic(str(plain), str(out_dir / graph), weight_type=QuantType.QInt8,
+                         nodes_to_exclude=biases + _position_tables(model.graph), reduce_range=True,
+                         extra_options={"TensorQuantOverrides": overrides, "MatMulConstBOnly": True})
         plain.unlink()
         model = onnx.load(str(out_dir / graph))
         per_row_activations(model)
@@ -326,6 +366,14 @@ def _gathered_output_layer(graph) -> tuple[list[str], list[str]]:
     return weights, biases
 
 
+def _position_tables(graph) -> list[str]:
+    """Names of the Gathers that read a table by the step's `positions` input (the
+    Transformer's sinusoids): kept float, as the encoder's positions are (the encoder
+    does not gather them by an index input, so the quantizer leaves them alone there); the
+    table is small and E[y]·√d + PE[t] would otherwise carry two quantization errors."""
+    return [node.name for node in graph.node if node.op_type == "Gather" and node.input[1:] == [POSITIONS]]
+
+
 def batch_invariance(model_dir: Path, sources: list[list[int]]) -> dict:
     """What batch-mates change. Each sentence's greedy translation (decoded in one batch
     with the others) is teacher-forced through the encoder and step graph in that batch
@@ -337,20 +385,19 @@ def batch_invariance(model_dir: Path, sources: list[list[int]]) -> dict:
                     over another padded length and differs in the last bits, which int8
                     rounding can now and then turn into a whole quantum
     """
-    sessions = onnx_sessions(model_dir)
-    vocab_size = load_manifest(model_dir, verify=False).vocab_size
-    paths = onnx_greedy(sessions, sources, vocab_size, batch_size=len(sources))
-    memory, state, lengths = _encode(sessions, sources)
-    together = _teacher_forced(sessions, memory, state, lengths, paths, vocab_size)
+    graphs = Graphs.load(model_dir, verify=False)
+    paths = graphs.greedy(sources, batch_size=len(sources))
+    memory, state, lengths = _encode(graphs, sources)
+    together = _teacher_forced(graphs, memory, state, lengths, paths)
     padded, own, changed = 0.0, [], 0
     for r, (source, path) in enumerate(zip(sources, paths)):
         row = slice(r, r + 1)
-        same_padding = _teacher_forced(sessions, tuple(m[row] for m in memory), state[row], lengths[row],
-                                       [path], vocab_size)[0]
-        alone = _teacher_forced(sessions, *_encode(sessions, [source]), [path], vocab_size)[0]
+        same_padding = _teacher_forced(graphs, tuple(m[row] for m in memory),
+                                       {name: s[row] for name, s in state.items()}, lengths[row], [path])[0]
+        alone = _teacher_forced(graphs, *_encode(graphs, [source]), [path])[0]
         padded = max(padded, _difference(same_padding, together[r]))
         own.append(_difference(alone, together[r]))
-        changed += onnx_greedy(sessions, [source], vocab_size)[0] != path
+        changed += graphs.greedy([source])[0] != path
     return {"batch_mates": padded, "alone_vs_batch": max(own),
             "sentences_beyond_tolerance": sum(not d <= BATCH_TOLERANCE for d in own),
             "greedy_translations_changed": changed, "sentences": len(sources)}
@@ -360,27 +407,38 @@ def _difference(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> float:
     return max(float(np.abs(a[name] - b[name]).max()) for name in a)
 
 
-def _encode(sessions: dict, sources: list[list[int]]) -> tuple[tuple, np.ndarray, np.ndarray]:
-    """((annotations, keys, src_mask), init_state, lengths) of one padded batch."""
+def _encode(graphs: Graphs, sources: list[list[int]]) -> tuple[tuple, dict[str, np.ndarray], np.ndarray]:
+    """(memory (the manifest's, in its order), {step state input: its initial value}, lengths)
+    of one padded batch."""
+    manifest = graphs.manifest
     batch = make_batch(sources, None, list(range(len(sources))))
     lengths = batch.lengths.numpy()
-    annotations, keys, mask, state = sessions["encoder"].run(
-        list(ENCODER_OUTPUTS), {"src_tokens": batch.src.numpy(), "src_lengths": lengths})
-    return (annotations, keys, mask), state, lengths
+    outputs = graphs.sessions["encoder"].run(list(encoder_outputs(manifest.memory, manifest.initial_state.values())),
+                                             {"src_tokens": batch.src.numpy(), "src_lengths": lengths})
+    memory = tuple(outputs[:len(manifest.memory)])
+    return memory, dict(zip(manifest.initial_state, outputs[len(manifest.memory):])), lengths
 
 
-def _teacher_forced(sessions: dict, memory: tuple, state: np.ndarray, lengths: np.ndarray,
-                    paths: list[list[int]], vocab_size: int) -> list[dict[str, np.ndarray]]:
+def _teacher_forced(graphs: Graphs, memory: tuple, state: dict[str, np.ndarray], lengths: np.ndarray,
+                    paths: list[list[int]]) -> list[dict[str, np.ndarray]]:
     """Per sentence, along its path and </s> (T steps): topk_log_probs T x k,
-    forced_log_probs T, alpha T x its own source length."""
-    bias = no_specials_bias(vocab_size)
+    forced_log_probs T, alpha T x its own source length. Every row starts at step 0,
+    so a Transformer's caches have one age and need no left padding."""
+    manifest, session = graphs.manifest, graphs.sessions["decoder_step"]
+    takes_positions = POSITIONS in {i.name for i in session.get_inputs()}
+    outputs = list(decoder_outputs(manifest.step_state.values()))
+    bias = no_specials_bias(manifest.vocab_size)
     prev = np.full(len(paths), BOS_ID, dtype=np.int64)
     steps = []
     for i in range(max(len(p) for p in paths) + 1):
         forced = np.array([p[i] if i < len(p) else EOS_ID for p in paths], dtype=np.int64)
-        out = onnx_step(sessions["decoder_step"], prev, state, memory, bias, PARITY_TOPK, forced)
+        feeds = {"prev_tokens": prev, **state, **dict(zip(manifest.memory, memory)), "vocab_bias": bias,
+                 "k": np.array([PARITY_TOPK], dtype=np.int64), "forced_tokens": forced}
+        if takes_positions:
+            feeds[POSITIONS] = np.full(len(paths), i, dtype=np.int64)
+        out = dict(zip(outputs, session.run(outputs, feeds)))
         steps.append(out)
-        state, prev = out["new_state"], forced
+        state, prev = {name: out[new] for name, new in manifest.step_state.items()}, forced
     return [{"topk_log_probs": np.stack([s["topk_log_probs"][r] for s in steps[:len(p) + 1]]),
              "forced_log_probs": np.array([s["forced_log_probs"][r] for s in steps[:len(p) + 1]]),
              "alpha": np.stack([s["alpha"][r, :lengths[r]] for s in steps[:len(p) + 1]])}

@@ -258,14 +258,15 @@ def left_pad(cache: np.ndarray, length: int) -> np.ndarray:
 
 
 def onnx_greedy(sessions: dict, sources: list[list[int]], vocab_size: int, join_at: list[int] | None = None,
-                teacher: list[list[int]] | None = None, max_ratio: float = 1.5, max_extra: int = 10
-                ) -> tuple[list[Trace], float]:
+                teacher: list[list[int]] | None = None, max_ratio: float = 1.5, max_extra: int = 10,
+                check_shared: bool = True) -> tuple[list[Trace], float]:
     """Greedy search with the direct step graph, the rows in one batch as the server keeps
     them: sentence i joins at step join_at[i] (default 0) with its encoder's initial cache,
     left-padded (or the others' padded) to the batch's T, and leaves at </s> or its length
     limit (`model/search.py` greedy_decode's). forced_tokens are `teacher`'s (else </s>).
-    Each step also runs the shared graph, on per-sentence memory and on beams of 1-3 copies
-    of each row; returns the traces and the shared graph's largest difference from the direct one."""
+    Each step also runs the shared graph (unless not `check_shared`), on per-sentence memory
+    and on beams of 1-3 copies of each row; returns the traces and the shared graph's
+    largest difference from the direct one."""
     n = len(sources)
     join_at = join_at or [0] * n
     batch = make_batch(sources, None, list(range(n)))
@@ -297,7 +298,8 @@ def onnx_greedy(sessions: dict, sources: list[list[int]], vocab_size: int, join_
         row_memory = tuple(m[rows] for m in memory)
         out = onnx_step(sessions["decoder_step"], prev, cache, row_memory, bias, PARITY_TOPK, forced, positions)
         beams = np.repeat(np.arange(rows.size), 1 + np.arange(rows.size) % 3)       # [0, 1, 1, 2, 2, 2, 3 ...]
-        for copies, row_bias in ((np.arange(rows.size), bias), (beams, np.repeat(bias, beams.size, axis=0))):
+        checks = ((np.arange(rows.size), bias), (beams, np.repeat(bias, beams.size, axis=0))) if check_shared else ()
+        for copies, row_bias in checks:
             shared = onnx_step(sessions["decoder_step_shared"], prev[copies], cache[copies], memory, row_bias,
                                PARITY_TOPK, forced[copies], positions[copies], rows[copies])
             shared_diff = max(shared_diff, *(max_diff(shared[name], out[name][copies]) for name in STEP_OUTPUTS))

@@ -31,6 +31,18 @@ def test_interrupted_run_resumes_where_it_stopped(tmp_path):
     assert isinstance(model, torch.nn.Module)
 
 
+def test_an_update_budget_stops_validates_and_stays_done(tmp_path):
+    data = write_corpus(tmp_path / "data", {"train": 300, "dev": 10})
+    run = tmp_path / "run"
+    cfg = TrainConfig(**{**tiny_config(data, max_epochs=5, checkpoint_every=5, log_every=5).__dict__,
+                         "max_steps": 7})
+    first = train(cfg, run)
+    assert first["steps"] == 7 and first["history"][-1]["step"] == 7      # the last weights validated
+    again = train(cfg, run)                                                # resumed at its budget: nothing to do
+    assert again["steps"] == 7 and len(again["history"]) == len(first["history"])
+    assert "update limit of 7 reached" in (run / "train.log").read_text()
+
+
 def test_unknown_option_is_named(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("learning_rat: 0.1\n")

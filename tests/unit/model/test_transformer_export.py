@@ -169,13 +169,6 @@ def test_alpha_is_the_alignment_heads_mean_and_rows_sum_to_one(transformer_model
     assert alignment_heads(model) == [0, 1]                                    # -1: the mean of all heads
 
 
-def test_quantize_is_refused_for_a_transformer(tiny_transformer_run, tmp_path, capsys):
-    from attnmt.service.cli import main
-    assert main(["export", "--run", str(tiny_transformer_run), "--out", str(tmp_path / "int8"),
-                 "--parity-sentences", "4", "--quantize", "int8"]) == 2
-    assert "Transformer" in capsys.readouterr().err and not (tmp_path / "int8").exists()
-
-
 def test_nothing_is_written_unless_parity_holds(tiny_transformer_run, tmp_path):
     from attnmt.model.export.transformer import export
     out = tmp_path / "model"
