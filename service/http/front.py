@@ -186,6 +186,9 @@ class HttpFront:
         except CallEnded as e:
             code, details = e.code.name, e.message
             raise
+        except asyncio.CancelledError:
+            code, details = "CANCELLED", "the server stopped the call"
+            raise
         except BaseException as e:
             code, details, error = "INTERNAL", str(e), e
             raise
