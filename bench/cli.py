@@ -24,12 +24,19 @@ def _order(args: argparse.Namespace) -> int:
 
 
 def _ctranslate2(args: argparse.Namespace) -> int:
-    from attnmt.bench.ctranslate2 import agreement, bench_ctranslate2, format_ctranslate2
+    from attnmt.bench.ctranslate2 import agreement, bench_ctranslate2, bench_server, format_ctranslate2
     from attnmt.bench.offline import source_sentences
+    if args.server_clients < 0:
+        print("attnmt bench ctranslate2: --server-clients must be 0 (off) or more", file=sys.stderr)
+        return 2
     sources = source_sentences(args.model, args.data, args.sentences)
     agreed = agreement(args.model, args.ctranslate2, sources, args.threads)
     engines = {"fp32": args.ctranslate2, **({"int8": args.ctranslate2_int8} if args.ctranslate2_int8 else {})}
-    report = {**bench_ctranslate2(args.model, engines, sources, args.repeats, args.threads), "agreement": agreed}
+    report = {**bench_ctranslate2(args.model, engines, sources, args.repeats, args.threads,
+                                  model_int8=args.model_int8, rnnsearch=args.rnnsearch), "agreement": agreed}
+    if args.server_clients:
+        models = {"transformer": args.model, **({"rnnsearch": args.rnnsearch} if args.rnnsearch else {})}
+        report["server"] = bench_server(models, sources, args.server_clients, args.repeats, args.threads)
     return _bench_report(report, format_ctranslate2(report, agreed), args.json)
 
 
@@ -86,6 +93,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(repeatable), e.g. eflomal=data/gold-links/{split}.links")
     p.add_argument("--samples", type=int, default=1000, help="bootstrap resamples of the pairs")
     p.add_argument("--seed", type=int, default=25)
+    p.add_argument("--run", type=Path, help="instead of --model: a Transformer training run, every decoder layer "
+                                            "and head of its checkpoint teacher-forced in PyTorch (which to export)")
+    p.add_argument("--checkpoint", default="best.pt", help="with --run: the checkpoint file in RUN")
     p.add_argument("--json", type=Path, help="also write the report here")
     p.set_defaults(func=cmd_evaluate_alignment)
 
@@ -203,12 +213,22 @@ def _register_serving_benches(bench: argparse._SubParsersAction) -> None:
     b.set_defaults(func=_order)
     b = bench.add_parser("ctranslate2", help="attnmt against CTranslate2 on the same Transformer weights: greedy "
                                              "agreement (fp32) and sentences/s, greedy and beam 5, batch 64 and 1, "
-                                             "CTranslate2 fp32 and int8 (`attnmt export --format ctranslate2`)")
+                                             "CTranslate2 fp32 and int8 (`attnmt export --format ctranslate2`), "
+                                             "attnmt fp32 and int8; the RNNsearch at batch 64; the server against "
+                                             "the offline engine; where attnmt's time goes at batch 64")
     model_and_data_arguments(b)
     b.add_argument("--ctranslate2", type=Path, required=True, help="CTranslate2 fp32 directory of the same checkpoint")
     b.add_argument("--ctranslate2-int8", type=Path, help="and its int8 directory")
+    b.add_argument("--model-int8", type=Path, metavar="DIR",
+                   help="attnmt's int8 directory of the same checkpoint (`attnmt export --quantize int8`)")
+    b.add_argument("--rnnsearch", type=Path, metavar="DIR",
+                   help="an RNNsearch model directory (models/rnnsearch-es-en, say): decoded on the same sentences "
+                        "at batch 64, greedy and beam 5, and served beside the Transformer")
+    b.add_argument("--server-clients", type=int, default=64, metavar="N",
+                   help="closed-loop gRPC clients of `attnmt serve` on each model, against its offline engine "
+                        "(default 64; 0: no server)")
     b.add_argument("--repeats", type=int, default=3)
-    b.add_argument("--threads", type=int, default=2, help="intra-op threads of both engines")
+    b.add_argument("--threads", type=int, default=2, help="intra-op threads of every engine and server")
     b.add_argument("--json", type=Path, help="also write the report here")
     b.set_defaults(func=_ctranslate2)
     b = bench.add_parser("fingerprint", help="the served n-best of the test sentences to the last digit (text, "
@@ -254,6 +274,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate_alignment(args: argparse.Namespace) -> int:
+    if args.run is not None:
+        from attnmt.bench.alignment_heads import evaluate_heads, format_heads
+        report = evaluate_heads(args.run, args.checkpoint, args.gold, tuple(args.splits), args.tune_split,
+                                args.samples, args.seed)
+        return _bench_report(report, format_heads(report), args.json)
     from attnmt.bench.evaluate_alignment import evaluate_alignment, format_report
     links = dict(item.split("=", 1) for item in args.links)
     report = evaluate_alignment(args.model, args.gold, tuple(args.splits), args.tune_split, links,
