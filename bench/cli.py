@@ -96,6 +96,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run", type=Path, help="instead of --model: a Transformer training run, every decoder layer "
                                             "and head of its checkpoint teacher-forced in PyTorch (which to export)")
     p.add_argument("--checkpoint", default="best.pt", help="with --run: the checkpoint file in RUN")
+    p.add_argument("--write-manifest", action="store_true",
+                   help="with --model: record the servable hard-link rule with the lowest AER on the tune split "
+                        "(and its AER on every split) as the manifest's `hard_links`, the server's default")
     p.add_argument("--json", type=Path, help="also write the report here")
     p.set_defaults(func=cmd_evaluate_alignment)
 
@@ -283,6 +286,13 @@ def cmd_evaluate_alignment(args: argparse.Namespace) -> int:
     links = dict(item.split("=", 1) for item in args.links)
     report = evaluate_alignment(args.model, args.gold, tuple(args.splits), args.tune_split, links,
                                 args.samples, args.seed)
+    if args.write_manifest:
+        from attnmt.bench.evaluate_alignment import write_hard_links
+        if "hard_links" not in report:
+            print(f"attnmt evaluate-alignment: no pair of {args.tune_split} is aligned by hand: nothing to choose "
+                  "a rule with", file=sys.stderr)
+            return 2
+        write_hard_links(args.model, report["hard_links"])
     return _bench_report(report, format_report(report), args.json)
 
 

@@ -41,6 +41,7 @@ from attnmt.bench.aer import aer_ratio, pair_counts, score_with_intervals, score
 from attnmt.bench.loadtest import describe, machine
 from attnmt.service.inference.engine import Engine
 from attnmt.service.modeldir.links import (
+    DEFAULT_RULE,
     RULES,
     GoldPair,
     Links,
@@ -56,6 +57,7 @@ from attnmt.service.text.translator import Hypothesis, Translator
 GOLD = Path(__file__).resolve().parent.parent / "tests" / "data" / "gold-alignments"
 READINGS = {"attention": 0, "shift-1": -1, "shift-att": 1, "shift+2": 2}   # reading: steps after piece k's own
 SERVED_DEFAULT = "served: argmax per target word (default)"
+SERVED_MANIFEST = "served: the manifest's rule (hard_links)"
 THRESHOLDS = tuple(round(t, 2) for t in np.arange(0.05, 1.0, 0.05))
 
 
@@ -95,9 +97,11 @@ def _served(hyp: Hypothesis, thresholds) -> dict[str, Links]:
     """The server's own hard links (word indices), including `level="pieces"` mapped to words."""
     piece_word = lambda tokens: {p: w for w, g in enumerate(word_groups(tokens)) for p in g}  # noqa: E731
     src_word, tgt_word = piece_word(hyp.source_tokens), piece_word(hyp.target_tokens)
-    served = {SERVED_DEFAULT: set(hyp.hard_alignment()),
-              "served: argmax per target piece, to words": {(src_word[i], tgt_word[j])
-                                                          for i, j in hyp.hard_alignment(level="pieces")}}
+    served = {SERVED_DEFAULT: set(hyp.hard_alignment(rule=DEFAULT_RULE)),
+              "served: argmax per target piece, to words": {(src_word[i], tgt_word[j]) for i, j in
+                                                          hyp.hard_alignment(level="pieces", rule=DEFAULT_RULE)}}
+    if hyp.links_rule != (DEFAULT_RULE, None):            # the manifest's `hard_links`, as the server returns them
+        served[SERVED_MANIFEST] = set(hyp.hard_alignment())
     for t in thresholds:
         served[f"served: α >= {t:g}"] = set(hyp.hard_alignment(t))
     return served
@@ -199,7 +203,41 @@ def evaluate_alignment(model_dir: Path, gold_dir: Path = GOLD, splits=("dev", "t
                            for ext in report["external"] for rule in dict.fromkeys(compared)}
     report["splits"] = {split: report["splits"][split] for split in splits}
     report["thresholds"] = {"tuned_on": tune_split, "chosen": tuned, "grid": list(THRESHOLDS)}
+    if report["splits"].get(tune_split, {}).get("rules"):
+        report["hard_links"] = choose_hard_links(report, tune_split)
     return report
+
+
+def choose_hard_links(report: dict, tune_split: str = "dev") -> dict:
+    """The hard-link rule a server can apply to its α (a rule of the `attention` reading, or
+    the threshold tuned on `tune_split`) with the lowest AER on `tune_split`, and its AER on
+    every split: what `--write-manifest` records as the manifest's `hard_links`."""
+    rules = report["splits"][tune_split]["rules"]
+    servable = {f"attention {rule}": (rule, None) for rule in RULES if f"attention {rule}" in rules}
+    servable[SERVED_DEFAULT] = (DEFAULT_RULE, None)
+    tuned = report["thresholds"]["chosen"].get("served: α")
+    if tuned is not None:
+        servable[f"served: α >= {tuned:g} (tuned on {tune_split})"] = ("threshold", tuned)
+    best = min(servable, key=lambda name: (rules[name]["aer"]["value"], name != SERVED_DEFAULT))
+    rule, threshold = servable[best]
+    chosen: dict = {"rule": rule, "threshold": threshold, "row": best, "chosen_on": tune_split,
+                    "gold": Path(report["gold"]).name, "measured": report["machine"].get("date")}
+    for split, entry in report["splits"].items():
+        if best in entry["rules"]:
+            aer = entry["rules"][best]["aer"]
+            chosen[f"{split}_aer"] = round(aer["value"], 4)
+            chosen[f"{split}_aer_ci"] = [round(aer["low"], 4), round(aer["high"], 4)]
+            chosen[f"{split}_pairs"] = entry["annotated"]
+    return chosen
+
+
+def write_hard_links(model_dir: Path, chosen: dict) -> None:
+    """Record the chosen rule in the model directory's manifest (validated on the next load)."""
+    from attnmt.service.modeldir.manifest import MANIFEST, write_manifest
+    path = Path(model_dir) / MANIFEST
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    manifest["hard_links"] = chosen
+    write_manifest(Path(model_dir), manifest)
 
 
 def format_report(report: dict) -> str:
@@ -232,6 +270,12 @@ def format_report(report: dict) -> str:
         out.append("")
     if "best_on_dev" in report:
         out.append(f"Lowest dev AER of the model's rules: {report['best_on_dev']}.")
+    if "hard_links" in report:
+        chosen = report["hard_links"]
+        rule = chosen["rule"] + (f" {chosen['threshold']:g}" if chosen["threshold"] is not None else "")
+        out.append(f"The server's hard links (the servable rule with the lowest {chosen['chosen_on']} AER): {rule}, "
+                   + ", ".join(f"{s} AER {100 * chosen[f'{s}_aer']:.1f} %" for s in report["splits"]
+                               if f"{s}_aer" in chosen) + ".")
     decoding = report.get("forced_decoding") or {}
     if decoding:
         out.append(f"Forced decoding (the Align RPC's path): {decoding['pairs']} pairs in {decoding['seconds']} s; "

@@ -91,6 +91,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="ctranslate2: a CTranslate2 model directory of a Transformer run's checkpoint, to hold the two "
                         "engines against each other on the same weights (`attnmt bench ctranslate2`; needs the "
                         "`ctranslate2` package of the dev extra); with --quantize int8, CTranslate2's int8")
+    p.add_argument("--alignment-layer", type=int, metavar="L",
+                   help="a Transformer's α: this decoder layer's cross-attention (default: the checkpoint's, the "
+                        "guided layer; choose with `attnmt evaluate-alignment --run`)")
+    p.add_argument("--alignment-head", type=int, metavar="H",
+                   help="a Transformer's α: this head of that layer, or -1 for the mean of its heads (default: the "
+                        "checkpoint's, the guided head)")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("upgrade-model", help="re-export a schema_version 1 model directory from its checkpoint.pt "
@@ -231,12 +237,17 @@ def cmd_export(args: argparse.Namespace) -> int:
                 "data_card": (Path(cfg["data_dir"]) / "DATA_CARD.md").read_text()
                 if (Path(cfg["data_dir"]) / "DATA_CARD.md").exists() else None}
     lexical = None
+    chosen = (args.alignment_layer, args.alignment_head)
+    if architecture != "transformer" and chosen != (None, None):
+        print(f"attnmt export: {args.run} is an {architecture}, with one attention: --alignment-layer and "
+              "--alignment-head are for a Transformer", file=sys.stderr)
+        return 2
     if architecture == "transformer":
         from attnmt.model.export.transformer import export
         if args.shortlist:      # on by default: skipped rather than refused, so the plain command works
             print("attnmt export: no lexical shortlist for a Transformer yet (docs/transformer.md); exporting "
                   "without one", file=sys.stderr)
-        shortlist = {}
+        shortlist = {"alignment": chosen}
     else:
         from attnmt.model.export.rnnsearch import export
         if args.shortlist:

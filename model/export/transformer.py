@@ -36,7 +36,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -398,11 +398,18 @@ def check_parity(model: Transformer, sessions: dict, sources: list[list[int]], t
 
 
 def export(checkpoint: Path, tokenizer: Path, out_dir: Path, name: str, source_language: str, target_language: str,
-           parity_sentences: list[str], training: dict | None = None, tolerance: float = 1e-4) -> dict:
-    """Export, check parity in a scratch directory, then move the result to `out_dir`."""
+           parity_sentences: list[str], training: dict | None = None, tolerance: float = 1e-4,
+           alignment: tuple[int | None, int | None] = (None, None)) -> dict:
+    """Export, check parity in a scratch directory, then move the result to `out_dir`.
+    `alignment`: (decoder layer, head or -1 for their mean) whose cross-attention becomes α,
+    either None for the checkpoint's own (the guided head when trained with one)."""
     model = round_to_half(load_model(checkpoint))
     if not isinstance(model, Transformer):
         raise ValueError(f"{checkpoint} holds a {type(model).__name__}, not a Transformer")
+    layer, head = alignment
+    if layer is not None or head is not None:
+        model.cfg = replace(model.cfg, alignment_layer=model.cfg.alignment_layer if layer is None else layer,
+                            alignment_head=model.cfg.alignment_head if head is None else head)  # validated
     tok = Tokenizer(tokenizer)
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)

@@ -31,6 +31,9 @@ Links = set[tuple[int, int]]
 NEIGHBOURS = ((-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1))
 RULES = ("target-argmax", "source-argmax", "intersection", "union",
          "grow-diag", "grow-diag-final", "grow-diag-final-and")
+# What a server may make its hard links with: a rule, or every cell over a threshold.
+LINK_RULES = (*RULES, "threshold")
+DEFAULT_RULE = "target-argmax"
 GOLD_HEADER = ["id", "domain", "source", "target", "links"]
 
 
@@ -175,6 +178,20 @@ def symmetrise(forward: Links, backward: Links, rule: str) -> Links:
     if rule == "grow-diag-final-and":
         return grow_diag(forward, backward, "final-and")
     raise ValueError(f"unknown symmetrisation rule {rule!r}; one of {', '.join(RULES)}")
+
+
+def links_from_alpha(alpha: np.ndarray, rule: str = DEFAULT_RULE, threshold: float | None = None) -> Links:
+    """One rule's links from a word-level α (target x source, no </s>): with a threshold,
+    every cell over it (rule "threshold", or any rule a request's threshold overrides)."""
+    if threshold is not None:
+        return threshold_links(alpha, threshold)
+    if rule == "target-argmax":
+        return target_argmax(alpha)
+    if rule == "source-argmax":
+        return source_argmax(alpha)
+    if rule == "threshold":
+        raise ValueError("rule 'threshold' needs a threshold")
+    return symmetrise(target_argmax(alpha), source_argmax(alpha), rule)
 
 
 def rules_from_alpha(alpha: np.ndarray) -> dict[str, Links]:

@@ -62,6 +62,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from attnmt.service.errors import ModelLoadError
+from attnmt.service.modeldir.links import LINK_RULES
 
 SCHEMA_VERSION = 2
 MANIFEST = "manifest.json"
@@ -157,6 +158,24 @@ class Manifest(BaseModel):
     # Quality estimation (service/text/quality.py): feature weights, standardisation, the coverage
     # threshold and the `suspect_below` threshold, fitted on dev by `attnmt fit-quality`.
     quality: dict[str, Any] | None = None
+    # The server's default hard links (service/text/alignment.py `hard_pairs`): the rule read from the
+    # word-level α with the lowest AER on the gold alignment set's dev split, and what it measured,
+    # written by `attnmt evaluate-alignment --write-manifest`: {"rule": "source-argmax", "dev_aer": 0.376,
+    # "test_aer": 0.357, ...}; rule "threshold" carries its "threshold". None: each target word's
+    # argmax, the rule before any measurement. A request's `alignment_threshold` still overrides it.
+    hard_links: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _hard_links_rule(self) -> "Manifest":
+        if self.hard_links is not None:
+            rule = self.hard_links.get("rule")
+            if rule not in LINK_RULES:
+                raise ValueError(f"hard_links.rule {rule!r} is not one of {', '.join(LINK_RULES)}")
+            threshold = self.hard_links.get("threshold")
+            if (rule == "threshold") != (threshold is not None) or (threshold is not None
+                                                                     and not 0.0 < float(threshold) <= 1.0):
+                raise ValueError("hard_links.threshold: a number in (0, 1] for rule 'threshold', and only for it")
+        return self
 
     @model_validator(mode="after")
     def _score_function_from_dimensions(self) -> "Manifest":

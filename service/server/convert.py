@@ -9,7 +9,9 @@ import math
 
 from attnmt.service.errors import InvalidInput
 from attnmt.service.inference.search import SearchOptions
+from attnmt.service.modeldir.links import DEFAULT_RULE
 from attnmt.service.modeldir.links import format_pharaoh as pharaoh
+from attnmt.service.modeldir.manifest import Manifest
 from attnmt.service.server.settings import Settings
 from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.text.documents import Document, SentenceResult
@@ -175,4 +177,18 @@ def model_info_pb(translator, settings: Settings, is_default: bool) -> pb.ModelI
                         source_language=m.source_language, target_language=m.target_language,
                         vocab_size=m.vocab_size, provider=engine.provider, is_default=is_default,
                         evaluation=evaluation, limits=limits, dimensions=dimensions,
+                        alignment=alignment_defaults_pb(m),
                         manifest_json=json.dumps(m.model_dump(mode="json"), ensure_ascii=False))
+
+
+def alignment_defaults_pb(m: Manifest) -> pb.AlignmentDefaults:
+    """The manifest's hard-link rule with its measured AER, and a Transformer's α heads."""
+    chosen = m.hard_links or {}
+    message = pb.AlignmentDefaults(rule=chosen.get("rule", DEFAULT_RULE))
+    for name in ("threshold", "dev_aer", "test_aer"):
+        if chosen.get(name) is not None:
+            setattr(message, name, chosen[name])
+    if m.alignment is not None:
+        message.layer = int(m.alignment["layer"]) % max(1, int(m.dimensions.get("decoder_layers", 1)))
+        message.heads.extend(int(h) for h in m.alignment["heads"])
+    return message

@@ -311,7 +311,7 @@ class GetModelRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class ModelInfo(_message.Message):
-    __slots__ = ("name", "version", "architecture", "source_language", "target_language", "vocab_size", "provider", "is_default", "evaluation", "limits", "manifest_json", "dimensions")
+    __slots__ = ("name", "version", "architecture", "source_language", "target_language", "vocab_size", "provider", "is_default", "evaluation", "limits", "manifest_json", "dimensions", "alignment")
     class EvaluationEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -345,6 +345,7 @@ class ModelInfo(_message.Message):
     LIMITS_FIELD_NUMBER: _ClassVar[int]
     MANIFEST_JSON_FIELD_NUMBER: _ClassVar[int]
     DIMENSIONS_FIELD_NUMBER: _ClassVar[int]
+    ALIGNMENT_FIELD_NUMBER: _ClassVar[int]
     name: str
     version: str
     architecture: str
@@ -357,4 +358,21 @@ class ModelInfo(_message.Message):
     limits: _containers.ScalarMap[str, int]
     manifest_json: str
     dimensions: _containers.ScalarMap[str, int]
-    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., architecture: _Optional[str] = ..., source_language: _Optional[str] = ..., target_language: _Optional[str] = ..., vocab_size: _Optional[int] = ..., provider: _Optional[str] = ..., is_default: _Optional[bool] = ..., evaluation: _Optional[_Mapping[str, float]] = ..., limits: _Optional[_Mapping[str, int]] = ..., manifest_json: _Optional[str] = ..., dimensions: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    alignment: AlignmentDefaults
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., architecture: _Optional[str] = ..., source_language: _Optional[str] = ..., target_language: _Optional[str] = ..., vocab_size: _Optional[int] = ..., provider: _Optional[str] = ..., is_default: _Optional[bool] = ..., evaluation: _Optional[_Mapping[str, float]] = ..., limits: _Optional[_Mapping[str, int]] = ..., manifest_json: _Optional[str] = ..., dimensions: _Optional[_Mapping[str, int]] = ..., alignment: _Optional[_Union[AlignmentDefaults, _Mapping]] = ...) -> None: ...
+
+class AlignmentDefaults(_message.Message):
+    __slots__ = ("rule", "threshold", "dev_aer", "test_aer", "layer", "heads")
+    RULE_FIELD_NUMBER: _ClassVar[int]
+    THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    DEV_AER_FIELD_NUMBER: _ClassVar[int]
+    TEST_AER_FIELD_NUMBER: _ClassVar[int]
+    LAYER_FIELD_NUMBER: _ClassVar[int]
+    HEADS_FIELD_NUMBER: _ClassVar[int]
+    rule: str
+    threshold: float
+    dev_aer: float
+    test_aer: float
+    layer: int
+    heads: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, rule: _Optional[str] = ..., threshold: _Optional[float] = ..., dev_aer: _Optional[float] = ..., test_aer: _Optional[float] = ..., layer: _Optional[int] = ..., heads: _Optional[_Iterable[int]] = ...) -> None: ...

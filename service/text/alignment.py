@@ -9,15 +9,16 @@ The end-of-sentence token stays a word of its own on both sides, `</s>`.
 
 Hard alignments are links (i, j), i a source index and j a target index, both
 0-based, `</s>` excluded, made by the rules of attnmt.service.modeldir.links (each
-target token's argmax, or every cell over a threshold) and written in its Pharaoh
-format (`format_pharaoh`).
+target token's argmax by default; the manifest's `hard_links` names the rule its
+gold-set measurement chose; a request's threshold takes every cell over it) and
+written in its Pharaoh format (`format_pharaoh`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from attnmt.service.modeldir.links import target_argmax, threshold_links
+from attnmt.service.modeldir.links import DEFAULT_RULE, links_from_alpha
 from attnmt.service.modeldir.tokenizer import WORD_BOUNDARY
 
 EOS_TOKEN = "</s>"
@@ -66,14 +67,14 @@ def aggregate_to_words(alpha: np.ndarray, source_groups: list[list[int]], target
 
 
 def hard_pairs(alpha: np.ndarray, source_tokens: list[str], target_tokens: list[str],
-               threshold: float | None = None) -> list[tuple[int, int]]:
+               threshold: float | None = None, rule: str = DEFAULT_RULE) -> list[tuple[int, int]]:
     """(source, target) index pairs, `</s>` rows and columns excluded. Without a
-    threshold every target token links to its argmax source token; with one,
-    every cell with α >= threshold is a link."""
+    threshold the rule's links (by default every target token links to its argmax
+    source token); with one, every cell with α >= threshold is a link."""
     src_keep = [j for j, t in enumerate(source_tokens) if t != EOS_TOKEN]
     tgt_keep = [i for i, t in enumerate(target_tokens) if t != EOS_TOKEN]
     if not src_keep or not tgt_keep:
         return []
     sub = alpha[np.ix_(tgt_keep, src_keep)]                                         # T x S without </s>
-    links = target_argmax(sub) if threshold is None else threshold_links(sub, threshold)
+    links = links_from_alpha(sub, rule, threshold)
     return sorted((src_keep[i], tgt_keep[j]) for i, j in links)                    # back to indices with </s>

@@ -16,6 +16,7 @@ from attnmt.service.errors import InvalidInput
 from attnmt.service.inference.engine import Engine
 from attnmt.service.inference.offline import decode_all
 from attnmt.service.inference.search import Search, SearchOptions
+from attnmt.service.modeldir.links import DEFAULT_RULE
 from attnmt.service.text.alignment import EOS_TOKEN, aggregate_to_words, hard_pairs, word_groups
 from attnmt.service.text.placeholders import Protector
 from attnmt.service.text.quality import Quality, QualityModel
@@ -34,6 +35,8 @@ class Hypothesis:
     alignment: np.ndarray          # α: target pieces x source pieces, rows sum to 1
     source_tokens: list[str]
     glossary: list = field(default_factory=list)   # glossary.Match: terms written into this hypothesis
+    # The model's default hard-link rule and its threshold (manifest `hard_links`; `Translator.result` sets it).
+    links_rule: tuple[str, float | None] = (DEFAULT_RULE, None)
     # Quality is computed on first use (a request that never reads it never pays for it).
     quality_model: QualityModel | None = field(default=None, repr=False, compare=False)
     computed_quality: Quality | None = field(default=None, repr=False, compare=False)
@@ -65,10 +68,16 @@ class Hypothesis:
         """α aggregated to words (sum over source pieces, mean over target pieces)."""
         return self._words[2]
 
-    def hard_alignment(self, threshold: float | None = None, level: str = "words") -> list[tuple[int, int]]:
+    def hard_alignment(self, threshold: float | None = None, level: str = "words",
+                       rule: str | None = None) -> list[tuple[int, int]]:
+        """Hard links: every cell over `threshold` if given, else `rule`'s links, else the
+        model's default rule (`links_rule`)."""
+        if threshold is None and rule is None:
+            rule, threshold = self.links_rule
+        rule = rule or DEFAULT_RULE
         if level == "pieces":
-            return hard_pairs(self.alignment, self.source_tokens, self.target_tokens, threshold)
-        return hard_pairs(self.word_alignment, self.source_words, self.target_words, threshold)
+            return hard_pairs(self.alignment, self.source_tokens, self.target_tokens, threshold, rule)
+        return hard_pairs(self.word_alignment, self.source_words, self.target_words, threshold, rule)
 
 
 @dataclass
@@ -105,6 +114,8 @@ class Translator:
         self.quality = QualityModel.from_manifest(engine.manifest, "translation")
         self.greedy_quality = QualityModel.from_manifest(engine.manifest, "translation_greedy")
         self.alignment_quality = QualityModel.from_manifest(engine.manifest, "alignment")
+        chosen = engine.manifest.hard_links or {}
+        self.links_rule: tuple[str, float | None] = (chosen.get("rule", DEFAULT_RULE), chosen.get("threshold"))
 
     @property
     def name(self) -> str:
@@ -168,7 +179,8 @@ class Translator:
                     output = self.sentinels.without_sentinels(output)
             translation.hypotheses.append(Hypothesis(
                 text=output, target_tokens=pieces, token_log_probs=log_probs, log_prob=finished.log_prob,
-                score=finished.score, alignment=alignment, source_tokens=sources, quality_model=quality))
+                score=finished.score, alignment=alignment, source_tokens=sources, quality_model=quality,
+                links_rule=self.links_rule))
         return glossary.apply(translation) if glossary is not None else translation
 
     def translate(self, texts: list[str], options: SearchOptions = SearchOptions(), max_rows: int | None = None,

@@ -1,15 +1,24 @@
 """attnmt against CTranslate2 on the same Transformer weights: the conversion is exact
-(the same greedy translations from both engines), and `attnmt bench ctranslate2` runs end to end.
+(the same greedy translations from both engines), and `attnmt bench ctranslate2` runs end to end,
+with attnmt's int8, the RNNsearch beside the Transformer, the server against the offline engine
+and the profile of where attnmt's time goes.
 Its speed figures mean nothing here; real runs need a quiet machine (docs/benchmarks.md)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 import yaml
 
-from attnmt.bench.ctranslate2 import agreement, bench_ctranslate2, format_ctranslate2
+from attnmt.bench.ctranslate2 import PARTS, _options, agreement, bench_ctranslate2, format_ctranslate2, profile
 from attnmt.service.cli import main
+from attnmt.service.inference.batch import DecodeBatch
+from attnmt.service.inference.engine import Engine, EngineOptions
+from attnmt.service.inference.slots import Memory, RowMemory, Rows
 from attnmt.service.modeldir.corpus import read_split
+from attnmt.service.text.translator import Translator
 
 pytest.importorskip("ctranslate2")
 
@@ -26,9 +35,27 @@ def engines(tiny_transformer_run, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def sources(tiny_transformer_run):
-    data = yaml.safe_load((tiny_transformer_run / "config.yaml").read_text())["data_dir"]
+def attnmt_int8(engines, tiny_transformer_run) -> Path:
+    """The same checkpoint as attnmt's own int8 directory (`attnmt export --quantize int8`)."""
+    out = engines / "attnmt-int8"
+    assert main(["export", "--run", str(tiny_transformer_run), "--checkpoint", "last.pt", "--out", str(out),
+                 "--quantize", "int8", "--parity-sentences", "8", "--no-shortlist"]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def data(tiny_transformer_run) -> Path:
+    return Path(yaml.safe_load((tiny_transformer_run / "config.yaml").read_text())["data_dir"])
+
+
+@pytest.fixture(scope="module")
+def sources(data):
     return [s for s, _ in read_split(data, "test", "xx", "en")]
+
+
+def ratio(a: float, b: float) -> float:
+    """a / b as the report's rounded rates allow (0.1 sentence/s on each)."""
+    return pytest.approx(a / b, rel=0.02)
 
 
 def test_both_engines_translate_alike(engines, sources):
@@ -50,3 +77,93 @@ def test_bench_ctranslate2_reports_every_engine(engines, sources):
         assert set(row["sentences_per_s"]) == {"attnmt fp32", "ctranslate2 fp32", "ctranslate2 int8"}
         assert all(rate > 0 for rate in row["sentences_per_s"].values())
     assert "ctranslate2 int8" in format_ctranslate2(report)
+
+
+def test_attnmt_int8_runs_beside_ctranslate2_int8(engines, attnmt_int8, sources):
+    report = bench_ctranslate2(engines / "attnmt", {"fp32": engines / "fp32", "int8": engines / "int8"},
+                               sources[:8], repeats=1, threads=1, batches=(8,), beams=(1,), model_int8=attnmt_int8)
+    (row,) = report["rows"]
+    rates = row["sentences_per_s"]
+    assert set(rates) == {"attnmt fp32", "attnmt int8", "ctranslate2 fp32", "ctranslate2 int8"}
+    assert all(rate > 0 for rate in rates.values())
+    assert row["attnmt_over"]["attnmt int8"] == ratio(rates["attnmt fp32"], rates["attnmt int8"])
+    assert set(row["attnmt_int8_over"]) == {"ctranslate2 fp32", "ctranslate2 int8"}
+    assert row["attnmt_int8_over"]["ctranslate2 int8"] == ratio(rates["attnmt int8"], rates["ctranslate2 int8"])
+    table = format_ctranslate2(report)
+    assert "attnmt int8 sent/s" in table and "attnmt int8 / each" in table
+
+
+def test_the_rnnsearch_runs_at_the_main_batch_beside_the_transformer(engines, tiny_model, sources):
+    report = bench_ctranslate2(engines / "attnmt", {"fp32": engines / "fp32"}, sources[:8], repeats=1, threads=1,
+                               batches=(8, 1), beams=(1, 2), rnnsearch=tiny_model, main_batch=8)
+    for row in report["rows"]:
+        rates = row["sentences_per_s"]
+        if row["batch"] == 8:
+            assert rates["rnnsearch"] > 0
+            assert row["attnmt_over"]["rnnsearch"] == ratio(rates["attnmt fp32"], rates["rnnsearch"])
+        else:
+            assert "rnnsearch" not in rates
+    # the profile: every attnmt model at the main batch, each beam
+    assert {(p["model"], p["beam"], p["batch"]) for p in report["profile"]} == {
+        (model, beam, 8) for model in ("attnmt fp32", "rnnsearch") for beam in (1, 2)}
+    table = format_ctranslate2(report)
+    assert "against the RNNsearch's: beam 1 batch 8:" in table
+    assert "| rnnsearch | 2 | 8 |" in table and "cache moves s (share)" in table
+
+
+def test_the_profile_attributes_a_runs_time_and_leaves_the_engine_as_it_was(engines, sources):
+    translator = Translator(Engine(engines / "attnmt", EngineOptions(intra_op_threads=1)), max_tokens=10_000)
+    methods = {(cls, name): cls.__dict__[name] for cls, name in [(Rows, "store_state"), (Rows, "copy"),
+                                                                 (Memory, "add"), (RowMemory, "view"),
+                                                                 (DecodeBatch, "_advance_beams")]}
+    greedy = profile(translator, [sources[:8]], _options(1))
+    beam = profile(translator, [sources[:8]], _options(2))
+    for p in (greedy, beam):
+        assert list(p["seconds"]) == list(PARTS) == list(p["share"])
+        assert p["total_s"] > 0 and p["steps"] > 0 and p["encoder_calls"] > 0
+        assert all(p["seconds"][part] > 0 for part in ("encoder", "decoder steps", "cache moves", "search", "text"))
+        assert sum(p["seconds"].values()) == pytest.approx(p["total_s"], abs=1e-3)
+        assert sum(p["share"].values()) == pytest.approx(1, abs=1e-3)
+    assert beam["seconds"]["memory copies"] > 0          # beam rows read copies of their sentence's memory
+    assert beam["steps"] >= greedy["steps"]
+    # the timers are gone: the objects' own methods and the classes' are back
+    for obj in (translator, translator.engine.encoder, translator.engine.decoder):
+        assert not {"run", "search", "result"} & set(vars(obj))
+    assert all(cls.__dict__[name] is method for (cls, name), method in methods.items())
+
+
+def test_cli_runs_every_part(engines, attnmt_int8, tiny_model, data, tmp_path, capsys):
+    out = tmp_path / "report.json"
+    assert main(["bench", "ctranslate2", "--model", str(engines / "attnmt"), "--data", str(data), "--sentences", "8",
+                 "--ctranslate2", str(engines / "fp32"), "--ctranslate2-int8", str(engines / "int8"),
+                 "--model-int8", str(attnmt_int8), "--rnnsearch", str(tiny_model), "--server-clients", "4",
+                 "--repeats", "1", "--threads", "1", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["agreement"]["sentences"] == 8
+    assert [(r["beam"], r["batch"]) for r in report["rows"]] == [(1, 64), (1, 1), (5, 64), (5, 1)]
+    for row in report["rows"]:
+        expected = {"attnmt fp32", "attnmt int8", "ctranslate2 fp32", "ctranslate2 int8"}
+        assert set(row["sentences_per_s"]) == expected | ({"rnnsearch"} if row["batch"] == 64 else set())
+    assert {(p["model"], p["beam"]) for p in report["profile"]} == {
+        (model, beam) for model in ("attnmt fp32", "attnmt int8", "rnnsearch") for beam in (1, 5)}
+
+    server = report["server"]
+    assert (server["clients"], server["batch"], server["threads"]) == (4, 64, 1)
+    assert [row["model"] for row in server["rows"]] == ["transformer", "rnnsearch"]
+    for row in server["rows"]:
+        assert row["offline_sentences_per_s"] > 0 and row["server_sentences_per_s"] > 0
+        assert row["server_over_offline"] == ratio(row["server_sentences_per_s"], row["offline_sentences_per_s"])
+        assert row["failed_calls"] == {}
+    transformer, rnnsearch = (row["server_over_offline"] for row in server["rows"])
+    (goal,) = server["targets"]
+    assert goal["value"] == transformer and goal["goal"] == f"≥ {rnnsearch}"
+    assert goal["met"] == (transformer >= rnnsearch)
+
+    printed = capsys.readouterr().out
+    assert "| transformer (" in printed and "| rnnsearch (" in printed and "server / offline" in printed
+    assert "| attnmt int8 | 5 | 64 |" in printed
+
+
+def test_cli_refuses_a_negative_client_count(capsys):
+    assert main(["bench", "ctranslate2", "--ctranslate2", "x", "--server-clients", "-1"]) == 2
+    assert "--server-clients" in capsys.readouterr().err

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from attnmt.bench.evaluate_alignment import word_map
+from attnmt.bench.evaluate_alignment import SERVED_DEFAULT, SERVED_MANIFEST, word_map
 from attnmt.service.modeldir.links import parse_pharaoh, read_gold
 from conftest import REPO, RunningServer, synthetic_corpus
 
@@ -91,11 +91,43 @@ def test_evaluate_alignment_scores_every_rule_and_measures_what_the_server_retur
         for pair, links_of in zip(pairs, found):
             answer = stub.Align(pb.AlignRequest(source=pair.source, target=pair.target), timeout=60)
             assert list(answer.source_words) == pair.source.split() + ["</s>"]
-            assert parse_pharaoh(answer.hypothesis.alignment.pharaoh)[0] == \
-                links_of["served: argmax per target word (default)"]
+            served = links_of.get(SERVED_MANIFEST, links_of[SERVED_DEFAULT])     # the manifest's rule if it names one
+            assert parse_pharaoh(answer.hypothesis.alignment.pharaoh)[0] == served
             answer = stub.Align(pb.AlignRequest(source=pair.source, target=pair.target,
                                                 alignment_threshold=threshold), timeout=60)
             assert parse_pharaoh(answer.hypothesis.alignment.pharaoh)[0] == links_of[f"served: α >= {threshold:g}"]
+
+
+def test_write_manifest_records_the_rule_with_the_lowest_dev_aer_and_the_server_applies_it(tiny_model, tmp_path):
+    import shutil
+
+    from attnmt.service.inference.engine import Engine
+    from attnmt.service.modeldir.links import LINK_RULES
+    from attnmt.service.text.translator import Translator
+    model = tmp_path / "tiny"
+    shutil.copytree(tiny_model, model)
+    gold = tmp_path / "gold"
+    gold.mkdir()
+    rows = []
+    for k, (source, target) in enumerate(synthetic_corpus(12, seed=43)):
+        n = min(len(source.split()), len(target.split()))
+        rows.append(f"p{k}\tsynthetic\t{source}\t{target}\t" + " ".join(f"{i}-{i}" for i in range(n)) + "\n")
+    for split in ("dev", "test"):
+        (gold / f"{split}.tsv").write_text(HEADER + "".join(rows), encoding="utf-8")
+    out = tmp_path / "aer.json"
+    done = attnmt("evaluate-alignment", "--model", str(model), "--gold", str(gold), "--samples", "50",
+                  "--write-manifest", "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    chosen = json.loads((model / "manifest.json").read_text())["hard_links"]
+    assert chosen == report["hard_links"] and chosen["rule"] in LINK_RULES
+    dev = report["splits"]["dev"]["rules"]
+    assert chosen["dev_aer"] == pytest.approx(dev[chosen["row"]]["aer"]["value"], abs=1e-4)
+    servable = [f"attention {r}" for r in LINK_RULES if f"attention {r}" in dev] + [SERVED_DEFAULT]
+    assert dev[chosen["row"]]["aer"]["value"] <= min(dev[name]["aer"]["value"] for name in servable)
+    assert "The server's hard links" in done.stdout
+    translator = Translator(Engine(model))
+    assert translator.links_rule == (chosen["rule"], chosen["threshold"])
 
 
 def test_data_links_writes_one_line_per_training_pair(tmp_path):

@@ -176,3 +176,19 @@ def test_nothing_is_written_unless_parity_holds(tiny_transformer_run, tmp_path):
         export(tiny_transformer_run / "best.pt", tiny_transformer_run / "spm.model", out, "tiny", "xx", "en",
                ["kasa vidas peru ."], tolerance=-1.0)                       # no difference passes
     assert not out.exists()
+
+
+def test_the_export_can_name_another_alignment_layer_and_heads(tiny_transformer_run, tiny_run, tmp_path, capsys):
+    """`--alignment-head -1`: α becomes the mean of the layer's heads, in the graphs (parity is
+    checked against PyTorch with the same choice), the manifest and the stored checkpoint."""
+    from attnmt.service.cli import main
+    out = tmp_path / "mean"
+    assert main(["export", "--run", str(tiny_transformer_run), "--out", str(out), "--parity-sentences", "8",
+                 "--alignment-layer", "0", "--alignment-head", "-1"]) == 0
+    assert json.loads((out / "manifest.json").read_text())["alignment"] == {"layer": 0, "heads": [0, 1]}
+    assert load_model(out / "checkpoint.pt").cfg.alignment_head == -1
+    with pytest.raises(ValueError, match="alignment_head must be -1"):
+        main(["export", "--run", str(tiny_transformer_run), "--out", str(tmp_path / "bad"), "--alignment-head", "2"])
+    assert not (tmp_path / "bad").exists()
+    assert main(["export", "--run", str(tiny_run), "--out", str(tmp_path / "rnn"), "--alignment-head", "0"]) == 2
+    assert "are for a Transformer" in capsys.readouterr().err

@@ -8,6 +8,7 @@ from attnmt.service.modeldir.links import (
     diagonal,
     format_pharaoh,
     grow_diag,
+    links_from_alpha,
     parse_pharaoh,
     read_gold,
     read_links,
@@ -117,3 +118,17 @@ def test_diagonal():
     assert diagonal(4, 2) == {(0, 0), (2, 1)}
     assert diagonal(2, 4) == {(0, 0), (0, 1), (1, 2), (1, 3)}
     assert diagonal(0, 3) == set()
+
+
+def test_links_from_alpha_applies_each_rule_the_server_may_serve():
+    rng = np.random.default_rng(3)
+    alpha = rng.dirichlet(np.ones(5), size=4)                  # 4 target words x 5 source words
+    for rule, links in rules_from_alpha(alpha).items():
+        assert links_from_alpha(alpha, rule) == links
+    assert links_from_alpha(alpha) == target_argmax(alpha)     # the default
+    assert links_from_alpha(alpha, "threshold", 0.2) == threshold_links(alpha, 0.2)
+    assert links_from_alpha(alpha, "union", 0.2) == threshold_links(alpha, 0.2)   # a threshold overrides the rule
+    with pytest.raises(ValueError, match="needs a threshold"):
+        links_from_alpha(alpha, "threshold")
+    with pytest.raises(ValueError, match="unknown symmetrisation rule"):
+        links_from_alpha(alpha, "closest")

@@ -71,6 +71,24 @@ def test_a_memory_the_batch_cannot_serve_is_refused(tmp_path, memory, message):
         load_manifest(_directory(tmp_path, memory=memory), verify=False)
 
 
+def test_the_measured_hard_link_rule_is_read(tmp_path):
+    chosen = {"rule": "grow-diag-final-and", "threshold": None, "dev_aer": 0.387, "test_aer": 0.358}
+    assert load_manifest(_directory(tmp_path, hard_links=chosen), verify=False).hard_links == chosen
+    threshold = {"rule": "threshold", "threshold": 0.3}
+    assert load_manifest(_directory(tmp_path, hard_links=threshold), verify=False).hard_links == threshold
+
+
+@pytest.mark.parametrize("hard_links,message", [
+    ({"rule": "closest"}, "hard_links.rule 'closest' is not one of target-argmax, "),
+    ({"rule": "threshold"}, "hard_links.threshold: a number in"),
+    ({"rule": "threshold", "threshold": 1.5}, "hard_links.threshold: a number in"),
+    ({"rule": "union", "threshold": 0.3}, "and only for it"),
+])
+def test_a_hard_link_rule_the_server_cannot_apply_is_refused(tmp_path, hard_links, message):
+    with pytest.raises(ModelLoadError, match=message):
+        load_manifest(_directory(tmp_path, hard_links=hard_links), verify=False)
+
+
 def test_a_serving_copy_may_leave_out_what_serving_never_reads(tiny_model, tmp_path):
     import json
     import shutil
