@@ -84,6 +84,18 @@ train: $(VENV)/.dev
 	$(BIN)/attnmt train --config model/configs/transformer-es-en.yaml --run $(TRANSFORMER_RUN)
 	$(BIN)/attnmt average --run $(TRANSFORMER_RUN) --last 5
 
+# Issue 25 §4: RNNsearch once per score function at an equal budget (one config, resumable: run it
+# again), each exported beside its run (not committed) for the AER and speed comparisons.
+SCORE_FUNCTIONS ?= bahdanau general dot scaled_dot
+.PHONY: score-functions
+score-functions: $(VENV)/.dev
+	for score in $(SCORE_FUNCTIONS); do \
+		$(BIN)/attnmt train --config model/configs/rnnsearch-es-en-score-functions.yaml --score-function $$score \
+			--run runs/score-$$score || exit 1; \
+		test -f runs/score-$$score/model/manifest.json || $(BIN)/attnmt export --run runs/score-$$score \
+			--out runs/score-$$score/model --name score-$$score --no-shortlist || exit 1; \
+	done
+
 # Refused without a run (checked before anything is installed): a newcomer has none,
 # and the bundled model in $(MODEL) is already exported.
 export: export-needs-a-run $(VENV)/.dev

@@ -72,6 +72,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data-dir", help="override data_dir: {split}.tsv or {split}.{src,tgt}")
     p.add_argument("--max-minutes", type=float, help="override max_minutes")
     p.add_argument("--init-from", help="override init_from: a run or model directory whose weights start this run")
+    p.add_argument("--score-function", choices=["bahdanau", "general", "dot", "scaled_dot"],
+                   help="override an RNNsearch's model.attention, its alignment score a(s_{i-1}, h_j)")
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("export", help="export a run's best checkpoint to an ONNX model directory")
@@ -204,7 +206,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     run_config = args.run / "config.yaml"
     config = args.config or (run_config if run_config.exists() else None)
     cfg = TrainConfig.from_yaml(config, data_dir=args.data_dir, max_minutes=args.max_minutes,
-                               init_from=args.init_from)
+                               init_from=args.init_from, score_function=args.score_function)
     result = train(cfg, args.run)
     print(json.dumps({k: v for k, v in result.items() if k != "history"}))
     return 0

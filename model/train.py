@@ -110,10 +110,15 @@ class TrainConfig:
     @classmethod
     def from_yaml(cls, path: Path | None, **overrides) -> "TrainConfig":
         raw = yaml.safe_load(path.read_text()) if path else {}
+        score_function = overrides.pop("score_function", None)
         raw = {**(raw or {}), **{k: v for k, v in overrides.items() if v is not None}}
         architecture = raw.get("architecture", "rnnsearch")
         if architecture not in ARCHITECTURES:
             raise ValueError(f"architecture must be one of {', '.join(ARCHITECTURES)}, not {architecture!r}")
+        if score_function is not None:           # one config, one run per score function (issue 25 §4)
+            if architecture != "rnnsearch":
+                raise ValueError(f"score_function is RNNsearch's alignment score; a {architecture} has none")
+            raw["model"] = {**(raw.get("model") or {}), "attention": score_function}
         model = ARCHITECTURES[architecture][0](**raw.pop("model", None) or {})
         guided = GuidedAlignmentConfig(**raw.pop("guided_alignment", None) or {})
         known = {f.name for f in dataclasses.fields(cls)}

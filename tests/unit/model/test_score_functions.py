@@ -105,3 +105,19 @@ def test_manifests_exported_before_the_field_read_it_from_their_dimensions():
     raw = json.loads((BUNDLED_MODEL / "manifest.json").read_text())
     assert "score_function" not in raw or raw["score_function"] == "bahdanau"
     assert load_manifest(BUNDLED_MODEL, verify=False).score_function == "bahdanau"
+
+
+def test_one_config_trains_each_score_function_at_the_same_widths():
+    """`make score-functions`: the shared config with `--score-function` for each run; the
+    widths let dot and scaled_dot run (s_{i-1} as wide as the bidirectional h_j)."""
+    from attnmt.model.train import TrainConfig
+    from conftest import REPO
+    config = REPO / "model" / "configs" / "rnnsearch-es-en-score-functions.yaml"
+    runs = {score: TrainConfig.from_yaml(config, score_function=score) for score in SCORE_FUNCTIONS}
+    for score, cfg in runs.items():
+        assert cfg.model.attention == score and cfg.max_steps > 0
+        assert cfg.model.decoder_hidden == 2 * cfg.model.encoder_hidden
+        Attention(cfg.model)                                   # every score accepts these widths
+    assert len({(c.model.decoder_hidden, c.seed, c.token_budget, c.max_steps, c.data_dir) for c in runs.values()}) == 1
+    with pytest.raises(ValueError, match="a transformer has none"):
+        TrainConfig.from_yaml(REPO / "model" / "configs" / "transformer-es-en.yaml", score_function="dot")
