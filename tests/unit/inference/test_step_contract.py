@@ -211,3 +211,31 @@ def test_a_state_without_an_initial_value_is_refused(cached_model, tmp_path):
     write_manifest(broken, manifest)
     with pytest.raises(ModelLoadError, match="initial_state"):
         Engine(broken)
+
+
+def test_a_grown_cache_is_kept_as_the_step_returned_it_and_rows_join_beyond_it():
+    """slots.Rows: a step's grown cache becomes the rows' state without a copy; a row joining
+    (right-aligned, zero-padded on the left), a beam child beyond it, compaction and
+    reordering then work on it as on an array of full capacity."""
+    from attnmt.service.inference.slots import Rows
+    rows = Rows({"cache": (1, 2)})
+    rows.reserve(4, 4, 3)
+    for r in rows.add(2):
+        rows.put_state(int(r), {"cache": np.full((1, 2), r + 1.0, dtype=np.float32)})
+    grown = np.arange(2 * 2 * 2, dtype=np.float32).reshape(2, 2, 2)      # 2 rows, cache of 2 entries
+    rows.store_state({"cache": grown}, 2)
+    assert rows.state["cache"] is grown                                    # kept, not copied
+    (joined,) = rows.add(1)
+    rows.put_state(int(joined), {"cache": np.full((1, 2), 9.0, dtype=np.float32)})
+    cache = rows.state["cache"]
+    assert cache.shape == (rows.capacity, 2, 2)
+    np.testing.assert_array_equal(cache[:2], grown)                        # the live rows moved over once
+    np.testing.assert_array_equal(cache[2], [[0, 0], [9, 9]])              # right-aligned, zeros on the left
+    rows.steps[:3] = 1
+    (child,) = rows.add(1)
+    rows.copy(np.array([child]), np.array([0]), np.array([1]), np.array([3]))
+    np.testing.assert_array_equal(rows.state["cache"][child], grown[0])
+    rows.free([1])                                                         # row 3 moves into row 1
+    np.testing.assert_array_equal(rows.state["cache"][1], grown[0])
+    rows.permute(np.array([2, 1, 0]))                                      # row i becomes old row order[i]
+    np.testing.assert_array_equal(rows.state["cache"][:3], [[[0, 0], [9, 9]], grown[0], grown[0]])
