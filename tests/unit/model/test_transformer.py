@@ -306,6 +306,8 @@ def test_configs_load_for_both_architectures(tmp_path):
     assert isinstance(load_model(tmp_path / "old.pt"), RNNsearch)
     save_weights(tiny(), TrainConfig(architecture="transformer", model=tiny().cfg), tmp_path / "new.pt")
     assert isinstance(build_model(torch.load(tmp_path / "new.pt", weights_only=False)), Transformer)
+    for config in sorted((REPO / "model" / "configs").glob("*.yaml")):     # every named config still loads
+        assert TrainConfig.from_yaml(config).architecture in ("rnnsearch", "transformer"), config.name
     bad = tmp_path / "bad.yaml"
     bad.write_text("architecture: lstm\n")
     with pytest.raises(ValueError, match="architecture must be"):
