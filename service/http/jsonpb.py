@@ -59,16 +59,40 @@ def _repeated(field, values):
     return [_scalar(field, v) for v in values]
 
 
+# What each field of a message type needs, worked out once per type: reading the descriptor
+# (GetOptions() above all) for every field of every message was half of a reply's conversion.
+_PLAIN = (F.CPPTYPE_STRING, F.CPPTYPE_BOOL, F.CPPTYPE_INT32, F.CPPTYPE_UINT32)
+_MAP, _REPEATED, _ALWAYS, _PRESENT = range(4)
+_PLANS: dict = {}
+
+
+def _plan(descriptor) -> list[tuple]:
+    plan = []
+    for field in descriptor.fields:
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            plan.append((_MAP, field.name, field.json_name, field.message_type.fields_by_name["value"]))
+        elif field.is_repeated:
+            plan.append((_REPEATED, field.name, field.json_name, field))
+        else:
+            plain = field.cpp_type in _PLAIN
+            plan.append((_ALWAYS if not field.has_presence else _PRESENT, field.name, field.json_name,
+                         None if plain else field))
+    _PLANS[descriptor] = plan
+    return plan
+
+
 def to_dict(message) -> dict:
     """`json_format.MessageToDict(message, always_print_fields_with_no_presence=True)`, faster."""
+    descriptor = message.DESCRIPTOR
+    plan = _PLANS.get(descriptor) or _plan(descriptor)
     out = {}
-    for field in message.DESCRIPTOR.fields:
-        if field.message_type is not None and field.message_type.GetOptions().map_entry:
-            value_field = field.message_type.fields_by_name["value"]
-            out[field.json_name] = {("true" if k else "false") if isinstance(k, bool) else str(k):
-                                    _scalar(value_field, v) for k, v in getattr(message, field.name).items()}
-        elif field.is_repeated:
-            out[field.json_name] = _repeated(field, getattr(message, field.name))
-        elif not field.has_presence or message.HasField(field.name):
-            out[field.json_name] = _scalar(field, getattr(message, field.name))
+    for mode, name, json_name, field in plan:
+        if mode == _REPEATED:
+            out[json_name] = _repeated(field, getattr(message, name))
+        elif mode == _ALWAYS or (mode == _PRESENT and message.HasField(name)):
+            value = getattr(message, name)
+            out[json_name] = value if field is None else _scalar(field, value)
+        elif mode == _MAP:
+            out[json_name] = {("true" if k else "false") if isinstance(k, bool) else str(k): _scalar(field, v)
+                              for k, v in getattr(message, name).items()}
     return out
