@@ -81,6 +81,7 @@ def share_weights(out_dir: Path, graphs: list[str], data_file: str = "weights.bi
         for graph in graphs:
             model = onnx.load(str(out_dir / graph))
             _constants_to_initializers(model.graph)
+            _transposes_to_nodes(model.graph)
             if half:
                 _store_half(model.graph)
             for tensor in model.graph.initializer:
@@ -118,6 +119,35 @@ def _constants_to_initializers(graph) -> None:
     graph.node.extend(keep)
 
 
+def _transposes_to_nodes(graph) -> None:
+    """A 2-D initializer that is another one transposed becomes a Transpose node of it, so the
+    tensor is stored once: the Transformer's output layer reads the tied embedding table
+    transposed, in a copy of its own (reading it untransposed made a row's logits depend on
+    the batch, docs/transformer.md), 4 MB of its 23. ONNX Runtime folds the Transpose back
+    into a constant when it loads the graph, so a step computes exactly as before."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    arrays = {t.name: numpy_helper.to_array(t) for t in graph.initializer
+              if len(t.dims) == 2 and t.data_type == TensorProto.FLOAT and len(t.raw_data) >= 1024}
+    by_content = {(a.shape, hashlib.sha256(a.tobytes()).hexdigest()): name for name, a in arrays.items()}
+    replaced: dict[str, str] = {}                       # initializer -> the one it is the transpose of
+    for name, a in arrays.items():
+        source = by_content.get((a.T.shape, hashlib.sha256(np.ascontiguousarray(a.T).tobytes()).hexdigest()))
+        # the table the other graphs hold too (the embedding, vocabulary x width) is the one kept
+        if (source is not None and source != name and a.shape[0] < a.shape[1] and source not in replaced
+                and name not in replaced.values()):
+            replaced[name] = source
+    if not replaced:
+        return
+    keep = [t for t in graph.initializer if t.name not in replaced]
+    del graph.initializer[:]
+    graph.initializer.extend(keep)
+    nodes = [helper.make_node("Transpose", [source], [name], perm=[1, 0], name=name + "/transposed")
+             for name, source in replaced.items()] + list(graph.node)
+    del graph.node[:]
+    graph.node.extend(nodes)
+
+
 def _store_half(graph) -> None:
     """Large float32 initializers become float16 ones named `<name>/float16`, and a
     Cast at the head of the graph gives `<name>` back as float32. Only those float16
@@ -145,16 +175,22 @@ def _store_half(graph) -> None:
 
 def full_precision(graph) -> None:
     """Undo `half` storage: each float16 initializer read through its Cast becomes
-    the float32 initializer it stands for (exact: float16 → float32 loses nothing).
+    the float32 initializer it stands for (exact: float16 → float32 loses nothing), and
+    each Transpose of one (`_transposes_to_nodes`) an initializer again.
     The int8 quantizer needs the weights as initializers of the nodes that use them."""
     from onnx import numpy_helper
 
     halves = {t.name: t for t in graph.initializer if t.name.endswith(HALF_SUFFIX)}
+    floats: dict[str, np.ndarray] = {}
     keep = []
-    for node in graph.node:
+    for node in graph.node:             # the Casts first, then the Transposes of what they give back
         if node.op_type == "Cast" and len(node.input) == 1 and node.input[0] in halves:
             tensor = halves[node.input[0]]
-            tensor.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor).astype(np.float32), node.output[0]))
+            floats[node.output[0]] = numpy_helper.to_array(tensor).astype(np.float32)
+            tensor.CopyFrom(numpy_helper.from_array(floats[node.output[0]], node.output[0]))
+        elif node.op_type == "Transpose" and node.input[0] in floats and node.name.endswith("/transposed"):
+            graph.initializer.append(numpy_helper.from_array(np.ascontiguousarray(floats[node.input[0]].T),
+                                                             node.output[0]))
         else:
             keep.append(node)
     del graph.node[:]
