@@ -32,7 +32,8 @@ def _count(term: str, text: str) -> int:
 def honoured(hyp: Hypothesis, match: Match) -> bool:
     """The target term is in the text and every one of its words is aligned into the occurrence."""
     words = hyp.target_words[match.target_start:match.target_end]
-    links = dict((t, s) for s, t in hyp.hard_alignment())          # target word -> its argmax source word
+    # the glossary's own rule (each target word's argmax source word), whatever the model serves
+    links = dict((t, s) for s, t in hyp.hard_alignment(rule="target-argmax"))
     aligned = all(match.source_start <= links.get(t, -1) < match.source_end
                   for t in range(match.target_start, match.target_end))
     spelled = re.sub(r"[^\w\s]", "", " ".join(words)).casefold() == re.sub(r"[^\w\s]", "", match.target).casefold()
