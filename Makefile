@@ -8,13 +8,15 @@ DATA ?= data/bible
 SOFTWARE ?= data/gettext
 MIXED ?= data/es-en
 RUN ?= runs/rnnsearch-es-en
-# the Transformer (model/architectures/transformer.py, model/configs/transformer-es-en.yaml): trained, not exported yet
+# the Transformer (model/architectures/transformer.py, model/configs/transformer-es-en.yaml) and where
+# `make export-transformer` writes its directories (not bundled yet: issue 28 §5 decides)
 TRANSFORMER_RUN ?= runs/transformer-es-en
+TRANSFORMER_MODEL ?= $(TRANSFORMER_RUN)/model
 # the run and checkpoint `make export` turns into the bundled model: stage 7's best.pt
 EXPORT_RUN ?= $(RUN)-copies
 CHECKPOINT ?= best.pt
 
-.PHONY: serve test install data train export export-needs-a-run evaluate bench soak stubs clean
+.PHONY: serve test install data train export export-transformer export-needs-a-run evaluate bench soak stubs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -106,6 +108,26 @@ export: export-needs-a-run $(VENV)/.dev
 	$(BIN)/attnmt evaluate --shortlist-change --model $(MODEL) --data $(MIXED)-copies
 	# quality-estimation weights fitted on both dev sets (verses and messages), into the manifest
 	$(BIN)/attnmt fit-quality --model $(MODEL) --data $(DATA) $(SOFTWARE)
+
+# The Transformer from its averaged checkpoint: every layer and head scored on the gold set first
+# (the guided head is exported unless another scores better: pass ALIGNMENT="--alignment-layer L
+# --alignment-head H"), then attnmt's fp32 and int8 directories and CTranslate2's of the same weights
+# (`attnmt bench ctranslate2` holds them against each other), the served hard-link rule chosen on the
+# gold dev split, and quality-estimation weights fitted on both dev sets.
+ALIGNMENT ?=
+export-transformer: $(VENV)/.dev
+	@test -f $(TRANSFORMER_RUN)/averaged.pt || $(BIN)/attnmt average --run $(TRANSFORMER_RUN) --last 5
+	$(BIN)/attnmt evaluate-alignment --run $(TRANSFORMER_RUN) --checkpoint averaged.pt \
+		--json $(TRANSFORMER_RUN)/heads.json
+	$(BIN)/attnmt export --run $(TRANSFORMER_RUN) --checkpoint averaged.pt --out $(TRANSFORMER_MODEL) $(ALIGNMENT)
+	$(BIN)/attnmt export --run $(TRANSFORMER_RUN) --checkpoint averaged.pt --out $(TRANSFORMER_MODEL)-int8 \
+		--quantize int8 $(ALIGNMENT)
+	$(BIN)/attnmt export --run $(TRANSFORMER_RUN) --checkpoint averaged.pt --out $(TRANSFORMER_MODEL)-ct2 \
+		--format ctranslate2
+	$(BIN)/attnmt export --run $(TRANSFORMER_RUN) --checkpoint averaged.pt --out $(TRANSFORMER_MODEL)-ct2-int8 \
+		--format ctranslate2 --quantize int8
+	$(BIN)/attnmt evaluate-alignment --model $(TRANSFORMER_MODEL) --write-manifest
+	$(BIN)/attnmt fit-quality --model $(TRANSFORMER_MODEL) --data $(DATA) $(SOFTWARE)
 
 export-needs-a-run:
 	@test -f $(EXPORT_RUN)/$(CHECKPOINT) || { echo "make export: no trained run in $(EXPORT_RUN) (no $(CHECKPOINT)); \
