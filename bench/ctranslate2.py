@@ -32,6 +32,7 @@ import asyncio
 import time
 from collections import Counter
 from contextlib import ExitStack, contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 from attnmt.bench.loadtest import ServerProcess, closed_loop, describe, format_targets, machine, target
@@ -46,6 +47,9 @@ from attnmt.service.text.translator import Translator
 # (max_length_ratio x source + max_length_extra). Both are set high enough never to cut a
 # translation of the test sentences, so the limits do not decide the comparison.
 MAX_DECODING_LENGTH = 256
+# attnmt's beam with CTranslate2's stopping rule (SearchOptions.early_exit): a beam sentence ends
+# when its best candidate ends, where attnmt's default (Marian's) waits for beam_size hypotheses
+EARLY_EXIT = "attnmt fp32 early exit"
 MAIN_BATCH = 64     # the issue's batch: the RNNsearch's runs, the profile, the server's offline reference
 
 # Where an offline run's wall time goes (`profile`); each part's time is exclusive (a timed
@@ -168,6 +172,8 @@ def bench_ctranslate2(model_dir: Path, ct2_dirs: dict[str, Path], sources: list[
             piece_chunks = _chunks(pieces, batch)
             models = {**ours, **({"rnnsearch": rnn} if rnn is not None and batch == main_batch else {})}
             runs = {name: _offline(translator, chunks, options) for name, translator in models.items()}
+            if beam > 1:    # CTranslate2's rule: a sentence stops when its best candidate ends
+                runs[EARLY_EXIT] = _offline(ours["attnmt fp32"], chunks, replace(options, early_exit=True))
             for name, engine in engines.items():
                 runs[f"ctranslate2 {name}"] = (
                     lambda engine=engine, piece_chunks=piece_chunks, beam=beam, batch=batch:
@@ -177,6 +183,9 @@ def bench_ctranslate2(model_dir: Path, ct2_dirs: dict[str, Path], sources: list[
             base = rates["attnmt fp32"]
             row = {"beam": beam, "batch": batch, "sentences_per_s": {k: round(v, 1) for k, v in rates.items()},
                    "attnmt_over": {k: round(base / v, 3) for k, v in rates.items() if k != "attnmt fp32"}}
+            if EARLY_EXIT in rates:
+                row["early_exit_over"] = {k: round(rates[EARLY_EXIT] / v, 3) for k, v in rates.items()
+                                          if k.startswith("ctranslate2 ")}
             if "attnmt int8" in rates:
                 row["attnmt_int8_over"] = {k: round(rates["attnmt int8"] / v, 3) for k, v in rates.items()
                                            if k.startswith("ctranslate2 ")}
@@ -307,14 +316,17 @@ def bench_server(models: dict[str, Path], sources: list[str], clients: int = 64,
 def _speed_table(rows: list[dict]) -> list[str]:
     names = list(dict.fromkeys(name for row in rows for name in row["sentences_per_s"]))
     int8 = any("attnmt_int8_over" in row for row in rows)
+    early = any("early_exit_over" in row for row in rows)
     lines = ["| beam | batch | " + " | ".join(f"{n} sent/s" for n in names) + " | attnmt / each |"
-             + (" attnmt int8 / each |" if int8 else ""),
-             "|---" * (3 + len(names) + int8) + "|"]
+             + (" attnmt int8 / each |" if int8 else "") + (" early exit / each |" if early else ""),
+             "|---" * (3 + len(names) + int8 + early) + "|"]
     for row in rows:
         cells = [str(row["sentences_per_s"].get(n, "—")) for n in names]
         cells.append(", ".join(f"{k}: {v}x" for k, v in row["attnmt_over"].items()))
         if int8:
             cells.append(", ".join(f"{k}: {v}x" for k, v in row.get("attnmt_int8_over", {}).items()))
+        if early:
+            cells.append(", ".join(f"{k}: {v}x" for k, v in row.get("early_exit_over", {}).items()) or "—")
         lines.append(f"| {row['beam']} | {row['batch']} | " + " | ".join(cells) + " |")
     return lines
 

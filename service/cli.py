@@ -27,6 +27,9 @@ def _search_arguments(p: argparse.ArgumentParser) -> None:
                                             "setting, 5 unless ATTNMT_DEFAULT_BEAM_SIZE or the settings file says "
                                             "otherwise; through --server, the server's)")
     p.add_argument("--n-best", type=int, default=1)
+    p.add_argument("--early-exit", action="store_true",
+                   help="stop a beam when its best candidate ends (OpenNMT's and CTranslate2's rule), not once "
+                        "beam-size hypotheses have finished (Marian's, the default)")
     p.add_argument("--length-penalty", type=float, default=1.0)
     p.add_argument("--max-length-ratio", type=float, default=1.5)
     p.add_argument("--alignment", choices=ALIGNMENTS, default="none",
@@ -50,7 +53,7 @@ def default_beam_size() -> int:
 def _options(args: argparse.Namespace) -> SearchOptions:
     beam = args.beam if args.beam is not None else (0 if args.server else default_beam_size())
     options = SearchOptions(beam_size=beam, n_best=args.n_best, length_penalty=args.length_penalty,
-                            max_length_ratio=args.max_length_ratio)
+                            max_length_ratio=args.max_length_ratio, early_exit=args.early_exit)
     # beam 0 asks the server for its default_beam_size; the server validates that request
     return options.validate() if beam else options
 

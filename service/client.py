@@ -87,7 +87,7 @@ def options_pb(options: SearchOptions, alignment: str = "soft", threshold: float
     message = pb.DecodingOptions(beam_size=options.beam_size, n_best=options.n_best,
                                  length_penalty=options.length_penalty, max_length_ratio=options.max_length_ratio,
                                  max_length_extra=options.max_length_extra, alignment=kinds[alignment],
-                                 replace_unknown=replace_unk)
+                                 replace_unknown=replace_unk, early_exit=options.early_exit)
     if threshold is not None:
         message.alignment_threshold = threshold
     return message

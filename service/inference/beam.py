@@ -11,7 +11,9 @@ first, then the graph's rank), as Marian's beam search does.
 Beam semantics (Marian's): a sentence with `open` = beam_size - finished
 places keeps its `open` best candidates; one ending in </s> (or any, at the
 length limit) finishes and shrinks the beam by one. A sentence whose beam is
-empty is done.
+empty is done. With `early_exit` (OpenNMT's and CTranslate2's rule) a sentence is
+also done at the step where its best candidate ends, once n_best hypotheses have
+finished.
 
 Each continuing candidate then needs a row holding its parent's history: the
 first child of a parent takes over the parent's own row, so in the usual step
@@ -82,6 +84,9 @@ def advance_beams(rows: Rows, beams: list[Search], topk_ids: np.ndarray, topk_lo
     choice = _choose(rows, beams, topk_ids, topk_log_probs, eos)
     _finish_ending(rows, beams, choice)
     going = choice.keep & ~choice.ends                   # B x K: candidates that continue
+    for i, search in enumerate(beams):                   # early exit: the best candidate ended (OpenNMT's rule)
+        if search.options.early_exit and choice.ends[i, 0] and len(search.finished) >= search.options.n_best:
+            going[i] = False
     b, c = np.nonzero(going)                             # by sentence, best first
     parents = choice.parent[b, c]
     step, destinations = _place_children(rows, beams, parents, going.sum(axis=1).tolist(), b)

@@ -31,7 +31,7 @@ TEXT_FORMAT_PLAIN: TextFormat
 TEXT_FORMAT_HTML: TextFormat
 
 class DecodingOptions(_message.Message):
-    __slots__ = ("beam_size", "n_best", "length_penalty", "max_length_ratio", "max_length_extra", "alignment", "alignment_threshold", "replace_unknown")
+    __slots__ = ("beam_size", "n_best", "length_penalty", "max_length_ratio", "max_length_extra", "alignment", "alignment_threshold", "replace_unknown", "early_exit")
     BEAM_SIZE_FIELD_NUMBER: _ClassVar[int]
     N_BEST_FIELD_NUMBER: _ClassVar[int]
     LENGTH_PENALTY_FIELD_NUMBER: _ClassVar[int]
@@ -40,6 +40,7 @@ class DecodingOptions(_message.Message):
     ALIGNMENT_FIELD_NUMBER: _ClassVar[int]
     ALIGNMENT_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
     REPLACE_UNKNOWN_FIELD_NUMBER: _ClassVar[int]
+    EARLY_EXIT_FIELD_NUMBER: _ClassVar[int]
     beam_size: int
     n_best: int
     length_penalty: float
@@ -48,7 +49,8 @@ class DecodingOptions(_message.Message):
     alignment: AlignmentKind
     alignment_threshold: float
     replace_unknown: bool
-    def __init__(self, beam_size: _Optional[int] = ..., n_best: _Optional[int] = ..., length_penalty: _Optional[float] = ..., max_length_ratio: _Optional[float] = ..., max_length_extra: _Optional[int] = ..., alignment: _Optional[_Union[AlignmentKind, str]] = ..., alignment_threshold: _Optional[float] = ..., replace_unknown: _Optional[bool] = ...) -> None: ...
+    early_exit: bool
+    def __init__(self, beam_size: _Optional[int] = ..., n_best: _Optional[int] = ..., length_penalty: _Optional[float] = ..., max_length_ratio: _Optional[float] = ..., max_length_extra: _Optional[int] = ..., alignment: _Optional[_Union[AlignmentKind, str]] = ..., alignment_threshold: _Optional[float] = ..., replace_unknown: _Optional[bool] = ..., early_exit: _Optional[bool] = ...) -> None: ...
 
 class TranslateRequest(_message.Message):
     __slots__ = ("sentences", "model", "options", "format", "split_sentences", "glossary", "glossary_name")

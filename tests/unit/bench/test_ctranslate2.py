@@ -74,9 +74,15 @@ def test_bench_ctranslate2_reports_every_engine(engines, sources):
                                sources[:8], repeats=1, threads=1, batches=(8, 1), beams=(1, 2))
     assert len(report["rows"]) == 4
     for row in report["rows"]:
-        assert set(row["sentences_per_s"]) == {"attnmt fp32", "ctranslate2 fp32", "ctranslate2 int8"}
+        engines_run = {"attnmt fp32", "ctranslate2 fp32", "ctranslate2 int8"}
+        if row["beam"] > 1:                  # beams also with CTranslate2's stopping rule
+            engines_run.add("attnmt fp32 early exit")
+            early = row["sentences_per_s"]["attnmt fp32 early exit"]
+            assert row["early_exit_over"]["ctranslate2 fp32"] == pytest.approx(
+                early / row["sentences_per_s"]["ctranslate2 fp32"], rel=0.01)
+        assert set(row["sentences_per_s"]) == engines_run
         assert all(rate > 0 for rate in row["sentences_per_s"].values())
-    assert "ctranslate2 int8" in format_ctranslate2(report)
+    assert "ctranslate2 int8" in format_ctranslate2(report) and "early exit / each" in format_ctranslate2(report)
 
 
 def test_attnmt_int8_runs_beside_ctranslate2_int8(engines, attnmt_int8, sources):
@@ -143,7 +149,8 @@ def test_cli_runs_every_part(engines, attnmt_int8, tiny_model, data, tmp_path, c
     assert [(r["beam"], r["batch"]) for r in report["rows"]] == [(1, 64), (1, 1), (5, 64), (5, 1)]
     for row in report["rows"]:
         expected = {"attnmt fp32", "attnmt int8", "ctranslate2 fp32", "ctranslate2 int8"}
-        assert set(row["sentences_per_s"]) == expected | ({"rnnsearch"} if row["batch"] == 64 else set())
+        expected |= {"rnnsearch"} if row["batch"] == 64 else set()
+        assert set(row["sentences_per_s"]) == expected | ({"attnmt fp32 early exit"} if row["beam"] > 1 else set())
     assert {(p["model"], p["beam"]) for p in report["profile"]} == {
         (model, beam) for model in ("attnmt fp32", "attnmt int8", "rnnsearch") for beam in (1, 5)}
 

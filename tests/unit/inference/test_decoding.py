@@ -367,6 +367,38 @@ def test_beam_finds_the_better_hypothesis_greedy_misses(tiny_model, engine, tmp_
     assert np.allclose(beam.best()[0].alignment, 1 / 3)
 
 
+def test_early_exit_stops_a_beam_when_its_best_candidate_ends(tiny_model, engine, tmp_path):
+    """OpenNMT's and CTranslate2's rule beside Marian's: `a </s>` is the best candidate at step 2;
+    Marian's rule goes on with `b b ...` until beam_size hypotheses finish, early exit stops."""
+    vocab, bos, eos, a, b = engine.manifest.vocab_size, engine.bos_id, engine.eos_id, 10, 11
+    probs = np.full((vocab, vocab), 1e-6)
+    probs[bos, [a, b]] = [0.6, 0.4]
+    probs[a, eos] = 0.9
+    probs[b, b] = 0.99                       # b's branch runs on for a while
+    for row in range(vocab):
+        if probs[row].sum() < 0.5:
+            probs[row, eos] = 1.0
+    table = np.log(probs / probs.sum(1, keepdims=True)).astype(np.float32)
+    markov = Engine(markov_model(tmp_path, tiny_model, table))
+    source = [20, 21, 22, 23, eos]
+    marian = Search(source, SearchOptions(beam_size=2, length_penalty=0, max_length_extra=20))
+    early = Search(source, SearchOptions(beam_size=2, length_penalty=0, max_length_extra=20, early_exit=True))
+    pair = Search(source, SearchOptions(beam_size=2, n_best=2, length_penalty=0, max_length_extra=20,
+                                        early_exit=True))
+    decode_all(markov, [marian, early, pair])
+    assert marian.best()[0].tokens == early.best()[0].tokens == [a, eos]      # raw log P: the same best
+    assert early.steps == 2 and marian.steps > 10
+    assert len(pair.finished) == 2 and pair.steps > 2            # n_best 2: waits for a second hypothesis
+
+
+def test_early_exit_keeps_the_best_translation_when_scores_are_raw(translator):
+    texts = [s for s, _ in synthetic_corpus(24, seed=5)]
+    marian = translator.translate(texts, SearchOptions(beam_size=4, length_penalty=0))
+    early = translator.translate(texts, SearchOptions(beam_size=4, length_penalty=0, early_exit=True))
+    for x, y in zip(marian, early):
+        assert x.best.text == y.best.text and x.best.score == pytest.approx(y.best.score, abs=1e-6)
+
+
 def test_the_server_cap_on_target_length_wins_over_the_ratio(translator):
     options = SearchOptions(max_length_ratio=10, max_length_extra=1000, max_target_tokens=7)
     search = translator.search(LONG, options)
