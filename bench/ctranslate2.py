@@ -47,7 +47,7 @@ from attnmt.service.text.translator import Translator
 # (max_length_ratio x source + max_length_extra). Both are set high enough never to cut a
 # translation of the test sentences, so the limits do not decide the comparison.
 MAX_DECODING_LENGTH = 256
-# attnmt's beam with CTranslate2's stopping rule (SearchOptions.early_exit): a beam sentence ends
+# attnmt's beam with OpenNMT-py's stopping rule (SearchOptions.early_exit): a beam sentence ends
 # when its best candidate ends, where attnmt's default (Marian's) waits for beam_size hypotheses
 EARLY_EXIT = "attnmt fp32 early exit"
 MAIN_BATCH = 64     # the issue's batch: the RNNsearch's runs, the profile, the server's offline reference
@@ -172,7 +172,7 @@ def bench_ctranslate2(model_dir: Path, ct2_dirs: dict[str, Path], sources: list[
             piece_chunks = _chunks(pieces, batch)
             models = {**ours, **({"rnnsearch": rnn} if rnn is not None and batch == main_batch else {})}
             runs = {name: _offline(translator, chunks, options) for name, translator in models.items()}
-            if beam > 1:    # CTranslate2's rule: a sentence stops when its best candidate ends
+            if beam > 1:    # OpenNMT-py's rule: a sentence stops when its best candidate ends
                 runs[EARLY_EXIT] = _offline(ours["attnmt fp32"], chunks, replace(options, early_exit=True))
             for name, engine in engines.items():
                 runs[f"ctranslate2 {name}"] = (

@@ -28,7 +28,7 @@ def _search_arguments(p: argparse.ArgumentParser) -> None:
                                             "otherwise; through --server, the server's)")
     p.add_argument("--n-best", type=int, default=1)
     p.add_argument("--early-exit", action="store_true",
-                   help="stop a beam when its best candidate ends (OpenNMT's and CTranslate2's rule), not once "
+                   help="stop a beam when its best candidate ends (OpenNMT-py's rule), not once "
                         "beam-size hypotheses have finished (Marian's, the default)")
     p.add_argument("--length-penalty", type=float, default=1.0)
     p.add_argument("--max-length-ratio", type=float, default=1.5)

@@ -11,7 +11,7 @@ first, then the graph's rank), as Marian's beam search does.
 Beam semantics (Marian's): a sentence with `open` = beam_size - finished
 places keeps its `open` best candidates; one ending in </s> (or any, at the
 length limit) finishes and shrinks the beam by one. A sentence whose beam is
-empty is done. With `early_exit` (OpenNMT's and CTranslate2's rule) a sentence is
+empty is done. With `early_exit` (OpenNMT-py's rule) a sentence is
 also done at the step where its best candidate ends, once n_best hypotheses have
 finished.
 

@@ -29,7 +29,7 @@ class SearchOptions:
     max_length_extra: int = 10
     max_target_tokens: int = 512  # a hard cap whatever ratio and extra say (the server's setting)
     # When a beam sentence stops: False (Marian's rule) once beam_size hypotheses have finished;
-    # True (OpenNMT's and CTranslate2's) as soon as the best candidate of a step ends and n_best
+    # True (OpenNMT-py's) as soon as the best candidate of a step ends and n_best
     # hypotheses have finished: fewer steps, and a longer hypothesis that would have scored
     # better after length normalisation is not waited for.
     early_exit: bool = False

@@ -75,7 +75,7 @@ def test_bench_ctranslate2_reports_every_engine(engines, sources):
     assert len(report["rows"]) == 4
     for row in report["rows"]:
         engines_run = {"attnmt fp32", "ctranslate2 fp32", "ctranslate2 int8"}
-        if row["beam"] > 1:                  # beams also with CTranslate2's stopping rule
+        if row["beam"] > 1:                  # beams also with OpenNMT-py's stopping rule
             engines_run.add("attnmt fp32 early exit")
             early = row["sentences_per_s"]["attnmt fp32 early exit"]
             assert row["early_exit_over"]["ctranslate2 fp32"] == pytest.approx(

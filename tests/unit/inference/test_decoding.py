@@ -368,7 +368,7 @@ def test_beam_finds_the_better_hypothesis_greedy_misses(tiny_model, engine, tmp_
 
 
 def test_early_exit_stops_a_beam_when_its_best_candidate_ends(tiny_model, engine, tmp_path):
-    """OpenNMT's and CTranslate2's rule beside Marian's: `a </s>` is the best candidate at step 2;
+    """OpenNMT-py's rule beside Marian's: `a </s>` is the best candidate at step 2;
     Marian's rule goes on with `b b ...` until beam_size hypotheses finish, early exit stops."""
     vocab, bos, eos, a, b = engine.manifest.vocab_size, engine.bos_id, engine.eos_id, 10, 11
     probs = np.full((vocab, vocab), 1e-6)
