@@ -213,7 +213,7 @@ class Rows:
         them gets the full capacity, once."""
         array = self.state[name]
         if array.shape[0] < needed:
-            array = self.state[name] = _grown(array, (self.capacity, *array.shape[1:]), min(self.n, array.shape[0]))
+            array = self.state[name] = _grown(array, (self.capacity, *array.shape[1:]), self.n)   # clipped there
         return array
 
     def put_state(self, row: int, state: dict[str, np.ndarray]) -> None:
