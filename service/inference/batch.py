@@ -96,10 +96,7 @@ class DecodeBatch:
         """Bytes the growing states (a Transformer's self-attention caches) take now: every row
         is as long as the longest live row (rows are aligned on the right)."""
         entry = self.engine.cache_entry_bytes
-        if not entry or not self.n_rows:
-            return 0
-        steps = int(self.rows.steps[:self.n_rows].max())
-        return self.n_rows * (self.engine.cache_initial_length + steps) * entry
+        return self.n_rows * self.cache_length() * entry if entry else 0
 
     def cache_peak_bytes(self, rows: int, max_length: int) -> int:
         """A bound on the growing states' bytes if the batch had `rows` rows and a sentence of
@@ -206,6 +203,13 @@ class DecodeBatch:
         for s in gone:
             s.rows, s.slot = [], -1
         self.memory.shrink(self.longest)
+        if self.engine.cache_entry_bytes and self._device is None:     # the device path cuts in its gather
+            self.rows.trim_states(self.cache_length())
+
+    def cache_length(self) -> int:
+        """Positions the live rows' growing states need: the oldest row's (aligned on the right)."""
+        live = self.rows.n
+        return self.engine.cache_initial_length + int(self.rows.steps[:live].max()) if live else 0
 
     # --- one step ------------------------------------------------------------
 
@@ -287,7 +291,7 @@ class DecodeBatch:
         candidates, slot_bias = self._vocabulary()
         bias = None if slot_bias is None else slot_bias[rows.slot[:R]]   # R x C (or V)
         state = ({n: a[:R] for n, a in rows.state.items()} if self._device is None
-                 else self._device.step_state(rows))
+                 else self._device.step_state(rows, self.cache_length()))
         return engine.step(rows.prev[:R], state, step_memory, k, forced_next, memory_index, vocab_bias=bias,
                            candidates=candidates, idle=idle, positions=rows.steps[:R] if engine.positions else None)
 

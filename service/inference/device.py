@@ -72,8 +72,10 @@ class DeviceSlots:
             self.joined_memory = None
         return self.memory
 
-    def step_state(self, rows: Rows) -> dict[str, ort.OrtValue]:
-        """The step state in the host's row layout (gathered if rows joined, left or moved)."""
+    def step_state(self, rows: Rows, cache_length: int = 0) -> dict[str, ort.OrtValue]:
+        """The step state in the host's row layout (gathered if rows joined, left or moved);
+        growing states cut to the live rows' `cache_length` positions in the same gather
+        (slots.Rows.trim_states does it on the host)."""
         R = rows.n
         origin = rows.origin[:R]
         before = next(iter(self.state.values())).shape()[0] if self.state else 0
@@ -81,7 +83,7 @@ class DeviceSlots:
             old = self.state or {name: self._empty_like(v) for name, v in self.joined_state.items()}
             new = self.joined_state or {name: self._empty_like(v) for name, v in old.items()}
             index = self._index(origin, before)
-            self.state = {name: self._gather_rows(old[name], new[name], index) for name in old}
+            self.state = {name: self._gather_rows(old[name], new[name], index, cache_length) for name in old}
             self.joined_state = {}
             self.joined = 0
             rows.origin[:R] = np.arange(R)
@@ -107,11 +109,13 @@ class DeviceSlots:
             (memory[name],) = self.engine.run_on_device(self.engine.sessions.slot_graph(graph), feeds, ("memory",))
         return memory
 
-    def _gather_rows(self, old: ort.OrtValue, new: ort.OrtValue, index: np.ndarray) -> ort.OrtValue:
+    def _gather_rows(self, old: ort.OrtValue, new: ort.OrtValue, index: np.ndarray,
+                     cache_length: int = 0) -> ort.OrtValue:
         rank = len(old.shape())
         feeds = {"old": old, "new": new, "index": index}
-        if rank >= 3:       # caches of different ages: aligned on the right, as long as the longer
-            feeds["length"] = np.array(max(old.shape()[1], new.shape()[1]), np.int64)
+        if rank >= 3:       # caches of different ages: aligned on the right, as long as the oldest live row
+            longer = max(old.shape()[1], new.shape()[1])
+            feeds["length"] = np.array(min(longer, cache_length) if cache_length else longer, np.int64)
         graph = self.engine.sessions.slot_graph(f"rows_gather_{rank}.onnx")
         (rows,) = self.engine.run_on_device(graph, feeds, ("rows",))
         return rows

@@ -192,6 +192,38 @@ def test_a_sentence_is_the_same_alone_and_among_older_and_younger_rows(cached, b
         assert np.abs(a.alignment - b.alignment).max() < 1e-5
 
 
+@pytest.mark.parametrize("path", ["host", "device"])
+def test_the_cache_forgets_the_positions_only_rows_that_left_needed(cached, path):
+    """Rows are aligned on the right, so the cache is as long as its oldest row: once that row
+    leaves, the positions only it read are cut (else a batch that never empties, sentences
+    joining as others leave, grows its cache without end), and the rows that stay answer as alone."""
+    translator = cached[0] if path == "host" else cached[1]
+    alone = translator.translate([SHORT])[0]
+    batch = DecodeBatch(translator.engine)
+    old = translator.search(LONG + " " + LONG, SearchOptions())
+    batch.add([old])
+    for _ in range(10):
+        batch.step()
+    late = translator.search(SHORT, SearchOptions())
+    batch.add([late])
+    batch.step()
+
+    def cache_positions():
+        state = batch.rows.state["trail"] if path == "host" else batch._device.state["trail"].numpy()
+        return state.shape[1]
+
+    assert cache_positions() == batch.cache_length() == 12      # the old row's s_0 and 11 steps
+    batch.remove(old)
+    batch.step()
+    assert batch.cache_length() == 3 and cache_positions() == 3  # late's s_0 and 2 steps: 9 positions cut
+    while len(batch):
+        batch.step()
+    together = translator.result(SHORT, late)
+    assert together.best.text == alone.best.text
+    assert np.allclose(together.best.token_log_probs, alone.best.token_log_probs, atol=1e-5)
+    assert batch.cache_bytes() == 0
+
+
 def test_the_device_path_carries_the_cache_as_the_host_path_does(cached):
     host, device = cached[0], cached[1]
     texts = [SHORT, LONG, "gato .", LONG + " " + LONG, "sola amas luna granda ."]
