@@ -291,6 +291,12 @@ def main(argv: list[str] | None = None) -> int:
     except ModelLoadError as e:     # a model directory or device that cannot load: its message, not a traceback
         print(f"attnmt {args.command}: {e}", file=sys.stderr)
         return 1
+    except Exception as e:          # a server's refusal (grpc.RpcError; grpc is imported only with --server)
+        code = getattr(e, "code", None)
+        if not callable(code) or not hasattr(e, "details"):
+            raise
+        print(f"attnmt {args.command}: {code().name}: {e.details()}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -122,7 +122,8 @@ def retry_delay(error: grpc.RpcError, attempt: int) -> float | None:
 class Client:
     def __init__(self, target: str, timeout: float | None = 60.0, root_certificates: bytes | None = None,
                  private_key: bytes | None = None, certificate_chain: bytes | None = None,
-                 max_message_bytes: int = 64 * 1024 * 1024, retries: int = 5):
+                 max_message_bytes: int = 64 * 1024 * 1024, retries: int = 5, sentences_per_call: int = 64,
+                 calls_in_flight: int = 4):
         options = [("grpc.max_receive_message_length", max_message_bytes),
                    ("grpc.max_send_message_length", max_message_bytes)]
         if root_certificates is not None:
@@ -133,6 +134,19 @@ class Client:
         self.stub = pb_grpc.TranslatorStub(self.channel)
         self.timeout = timeout
         self.retries = retries          # retries of an overloaded or draining server, honouring RetryInfo
+        # More sentences than one call may carry (the server's max_sentences_per_request, 64 by default)
+        # go as several calls, a few in flight so that the server batches them together.
+        self.sentences_per_call = sentences_per_call
+        self.calls_in_flight = calls_in_flight
+
+    def _in_calls(self, texts: list[str], call: Callable[[list[str]], list]) -> list:
+        """`call` on chunks of at most `sentences_per_call` texts, answers in the texts' order."""
+        chunks = [texts[i:i + self.sentences_per_call] for i in range(0, len(texts), self.sentences_per_call)]
+        if len(chunks) <= 1:
+            return call(texts)
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(min(self.calls_in_flight, len(chunks))) as pool:
+            return [answer for answers in pool.map(call, chunks) for answer in answers]
 
     def _call(self, method: Callable[..., T], request) -> T:
         """One unary call, retried after RESOURCE_EXHAUSTED (as long as RetryInfo says) or
@@ -172,11 +186,14 @@ class Client:
         options = options or _server_default(option_values)
         # Ask for piece-level α whatever the display wants: words and hard links derive from it.
         wire_alignment = "soft" if alignment != "none" else "none"
-        request = pb.TranslateRequest(sentences=texts, model=model,
-                                      options=options_pb(options, wire_alignment, threshold, replace_unk),
-                                      glossary=glossary_pb(glossary), glossary_name=glossary_name)
-        response = self._call(self.stub.Translate, request)
-        return [translation_from_pb(s, t) for s, t in zip(texts, response.translations)]
+        wire_options, terms = options_pb(options, wire_alignment, threshold, replace_unk), glossary_pb(glossary)
+
+        def call(chunk: list[str]) -> list[Translation]:
+            request = pb.TranslateRequest(sentences=chunk, model=model, options=wire_options, glossary=terms,
+                                          glossary_name=glossary_name)
+            response = self._call(self.stub.Translate, request)
+            return [translation_from_pb(s, t) for s, t in zip(chunk, response.translations)]
+        return self._in_calls(texts, call)
 
     def translate_documents(self, texts: list[str], options: SearchOptions | None = None, *, html: bool = False,
                             split_sentences: bool = True, alignment: str = "soft", threshold: float | None = None,
@@ -184,12 +201,14 @@ class Client:
         """Translate paragraphs or documents (split_sentences) and/or HTML (html): each comes
         back whole, with its sentences, their alignments and every word's character offsets."""
         options = options or _server_default(option_values)
-        request = pb.TranslateRequest(sentences=texts, model=model, split_sentences=split_sentences,
-                                      format=FORMATS["html" if html else "plain"],
-                                      options=options_pb(options, "none" if alignment == "none" else "soft",
-                                                          threshold, replace_unk))
-        response = self._call(self.stub.Translate, request)
-        return [document_from_pb(s, t) for s, t in zip(texts, response.translations)]
+        wire_options = options_pb(options, "none" if alignment == "none" else "soft", threshold, replace_unk)
+
+        def call(chunk: list[str]) -> list[Document]:
+            request = pb.TranslateRequest(sentences=chunk, model=model, split_sentences=split_sentences,
+                                          format=FORMATS["html" if html else "plain"], options=wire_options)
+            response = self._call(self.stub.Translate, request)
+            return [document_from_pb(s, t) for s, t in zip(chunk, response.translations)]
+        return self._in_calls(texts, call)
 
     def align(self, source: str, target: str, model: str = "") -> Translation:
         response = self._call(self.stub.Align, pb.AlignRequest(source=source, target=target, model=model,

@@ -58,3 +58,32 @@ def test_the_cli_through_a_server_uses_the_servers_default_beam_unless_told(tiny
     with RunningServer([tiny_model], {"ATTNMT_DEFAULT_BEAM_SIZE": "4", "ATTNMT_WARMUP": "false"}) as server:
         assert rows_per_step_of() > 1.5
         assert rows_per_step_of("--beam", "1") == 1.0
+
+
+def test_more_lines_than_one_call_may_carry_go_as_several_calls_in_order(tiny_model, tmp_path):
+    """A file longer than max_sentences_per_request: the client splits it into calls (a few in
+    flight) and prints every line's translation in the input's order; a server's refusal is one
+    line naming the status, not a traceback."""
+    sentences = ["peru vidas kasa .", "kasa granda amas libo nova .", "gato roja havas arbo blanka .",
+                 "sola vidas luna ."] * 4
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(sentences) + "\n", encoding="utf-8")
+    settings = {"ATTNMT_DEFAULT_BEAM_SIZE": "1", "ATTNMT_MAX_SENTENCES_PER_REQUEST": "5", "ATTNMT_WARMUP": "false"}
+    with RunningServer([tiny_model], settings) as server:
+        from attnmt.service.client import Client
+        with Client(server.address, sentences_per_call=5) as client:
+            alone = [client.translate([s])[0].best.text for s in sentences[:4]]
+            together = client.translate(sentences)
+        assert [t.best.text for t in together] == alone * 4
+        cli = [sys.executable, "-m", "attnmt.service.cli", "translate", "--server", server.address, "-i", str(source)]
+        refused = subprocess.run(cli, capture_output=True, text=True)     # the CLI's calls carry 64
+        assert refused.returncode == 1 and "Traceback" not in refused.stderr
+        assert "INVALID_ARGUMENT" in refused.stderr and "max_sentences_per_request" in refused.stderr
+    with RunningServer([tiny_model], {k: v for k, v in settings.items() if "MAX_SENTENCES" not in k}) as server:
+        many = tmp_path / "many.txt"
+        many.write_text("\n".join(sentences * 5) + "\n", encoding="utf-8")           # 80 lines: two calls
+        cli = [sys.executable, "-m", "attnmt.service.cli", "translate", "--server", server.address, "-i", str(many)]
+        done = subprocess.run(cli, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        out = done.stdout
+        assert out.splitlines() == alone * 20
