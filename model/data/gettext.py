@@ -261,7 +261,8 @@ def mix(out_dir: Path, corpora: list[tuple[Path, int]], dev_max: int, seed: int 
             open(out_dir / "dev.es", "w", encoding="utf-8") as ds, \
             open(out_dir / "dev.en", "w", encoding="utf-8") as dt:
         for data_dir, weight in corpora:
-            train = list(read_parallel(*corpus_files(data_dir, "train", "es", "en")))
+            # weight 0: a held-out set whose dev split joins validation (tests/data/everyday has no train)
+            train = list(read_parallel(*corpus_files(data_dir, "train", "es", "en"))) if weight else []
             for _ in range(weight):
                 fs.writelines(s + "\n" for s, _ in train)
                 ft.writelines(t + "\n" for _, t in train)
