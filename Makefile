@@ -4,12 +4,15 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip install -q -c constraints.txt
 MODEL ?= models/rnnsearch-es-en
+# `make serve` serves these, the first the default (a request names another by its manifest's name).
+SERVE_MODELS ?= $(MODEL) models/transformer-es-en
 DATA ?= data/bible
 SOFTWARE ?= data/gettext
 MIXED ?= data/es-en
 RUN ?= runs/rnnsearch-es-en
 # the Transformer (model/architectures/transformer.py, model/configs/transformer-es-en.yaml) and where
-# `make export-transformer` writes its directories (not bundled yet: issue 28 §5 decides)
+# `make export-transformer` writes its directories; the bundled one, models/transformer-es-en, is that
+# export under the name transformer-es-en, its checkpoint.pt left out (docs/transformer.md)
 TRANSFORMER_RUN ?= runs/transformer-es-en
 TRANSFORMER_MODEL ?= $(TRANSFORMER_RUN)/model
 # the run and checkpoint `make export` turns into the bundled model: stage 7's best.pt
@@ -35,7 +38,7 @@ $(VENV)/.dev: pyproject.toml constraints.txt | $(BIN)/python
 install: $(VENV)/.dev
 
 serve: $(VENV)/.runtime
-	$(BIN)/attnmt serve --model $(MODEL)
+	$(BIN)/attnmt serve $(foreach m,$(SERVE_MODELS),--model $(m))
 
 # Debian `prometheus`: promtool checks the live /metrics scrape and the alert rules, and
 # the prometheus server scrapes a live attnmt serve in tests/integration/test_prometheus_live.py.
@@ -63,6 +66,11 @@ data: $(VENV)/.dev
 	$(BIN)/attnmt data cldr data/cldr
 	$(BIN)/attnmt data mix $(MIXED)-everyday $(DATA):4 $(SOFTWARE):1 $(SOFTWARE)-copies:1 data/prose:1 \
 		data/backtranslation:3 data/cldr:2 --dev-max 500
+	# the Transformer's everyday stage: everyday pairs weighed more, Apertium's dictionary in, and the
+	# everyday set's dev split (never its test split) in validation
+	$(BIN)/attnmt data dictionary data/dictionary
+	$(BIN)/attnmt data mix $(MIXED)-everyday2 $(DATA):3 $(SOFTWARE):1 $(SOFTWARE)-copies:1 data/prose:1 \
+		data/backtranslation:4 data/cldr:3 data/dictionary:1 tests/data/everyday:0 --dev-max 500
 
 # Seven stages, each resumable (run the same command again): the Bible alone (about two
 # hours); both domains from it with a joint vocabulary (about two hours more;
@@ -72,9 +80,11 @@ data: $(VENV)/.dev
 # trained on the ×4 mix (40 minutes, and 45 more with a fresh learning rate), the capacity
 # both domains need at once; then 35 minutes with copy variants of the messages added
 # (model/data/copies.py), so that terms the test catalogs use are copied, not translated (stage 7,
-# bundled). Stage 8 (in training, not bundled yet) continues stage 7 for 150 minutes on the
-# everyday mix: help prose, tagged back-translation of everyday English, CLDR phrases. Stage 9
-# (not run yet) continues it with guided alignment on eflomal's links (issue 25 §5).
+# bundled). Stage 8 (stopped at update 1,950 of its 150 minutes, not bundled) continues stage 7 on
+# the everyday mix: help prose, tagged back-translation of everyday English, CLDR phrases. Stage 9
+# (not run yet) continues it with guided alignment on eflomal's links (issue 25 §5). The
+# Transformer (6,000 updates, bundled as models/transformer-es-en beside the RNNsearch), then its
+# everyday stage (1,500 updates on the everyday2 mix).
 train: $(VENV)/.dev
 	$(BIN)/attnmt train --config model/configs/rnnsearch-es-en-bible.yaml --run $(RUN)-bible
 	$(BIN)/attnmt train --config model/configs/rnnsearch-es-en.yaml --run $(RUN)
@@ -87,6 +97,10 @@ train: $(VENV)/.dev
 	$(BIN)/attnmt train --config model/configs/rnnsearch-es-en-guided.yaml --run $(RUN)-guided
 	$(BIN)/attnmt train --config model/configs/transformer-es-en.yaml --run $(TRANSFORMER_RUN)
 	$(BIN)/attnmt average --run $(TRANSFORMER_RUN) --last 5
+	# continued on a mix that weighs everyday Spanish more, from the averaged weights as exported
+	test -f $(TRANSFORMER_MODEL)/checkpoint.pt || $(BIN)/attnmt export --run $(TRANSFORMER_RUN) \
+		--checkpoint averaged.pt --out $(TRANSFORMER_MODEL)
+	$(BIN)/attnmt train --config model/configs/transformer-es-en-everyday.yaml --run $(TRANSFORMER_RUN)-everyday
 
 # Issue 25 §4: RNNsearch once per score function at an equal budget (one config, resumable: run it
 # again), each exported beside its run (not committed) for the AER and speed comparisons.
@@ -142,7 +156,7 @@ GOLD ?= tests/data/gold-alignments
 links: $(VENV)/.dev
 	@$(BIN)/python -c "import eflomal" 2>/dev/null || $(PIP) -e '.[align]'
 	$(BIN)/attnmt data links $(DATA) $(SOFTWARE) $(SOFTWARE)-copies $(MIXED) $(MIXED)-bible4 $(MIXED)-bible12 \
-		$(MIXED)-copies data/prose data/backtranslation data/cldr $(MIXED)-everyday \
+		$(MIXED)-copies data/prose data/backtranslation data/cldr $(MIXED)-everyday $(MIXED)-everyday2 \
 		--gold $(GOLD) --gold-out data/gold-links
 	$(BIN)/attnmt evaluate-alignment --model $(MODEL) --gold $(GOLD) --links eflomal=data/gold-links/{split}.links \
 		--json data/gold-links/aer.json

@@ -150,15 +150,16 @@ import sys
 
 from attnmt.service.modeldir.manifest import MANIFEST, load_manifest
 
-model = os.environ["ATTNMT_MODELS"]
-files = load_manifest(model).files
-listed = {name for name, entry in files.items() if entry.serving} | {MANIFEST}
-shipped = set(os.listdir(model))
-if shipped != listed:
-    sys.exit(f"served, missing: {sorted(listed - shipped)}; shipped, not served: {sorted(shipped - listed)}")
-if "checkpoint.pt" in shipped:
-    sys.exit("checkpoint.pt (PyTorch weights, never served) is shipped")
-print(*sorted(shipped))
+for model in os.environ["ATTNMT_MODELS"].split(","):
+    files = load_manifest(model).files
+    listed = {name for name, entry in files.items() if entry.serving} | {MANIFEST}
+    shipped = set(os.listdir(model))
+    if shipped != listed:
+        sys.exit(f"{model}: served, missing: {sorted(listed - shipped)}; shipped, not served: "
+                 f"{sorted(shipped - listed)}")
+    if "checkpoint.pt" in shipped:
+        sys.exit(f"{model}: checkpoint.pt (PyTorch weights, never served) is shipped")
+    print(os.path.basename(model) + ":", *sorted(shipped))
 EOF
 ) || fail "the model directory differs from its manifest"
 pass "$files"

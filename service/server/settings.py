@@ -21,7 +21,11 @@ from attnmt.service.errors import ConfigError
 from attnmt.service.inference.sessions import precision_problem
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# The default (better on the Bible and software test sets, docs/benchmarks.md) and the other
+# architecture, served beside it by name.
 BUNDLED_MODEL = REPO_ROOT / "models" / "rnnsearch-es-en"
+BUNDLED_TRANSFORMER = REPO_ROOT / "models" / "transformer-es-en"
+BUNDLED_MODELS = (BUNDLED_MODEL, BUNDLED_TRANSFORMER)
 
 
 class Settings(BaseSettings):
@@ -56,7 +60,7 @@ class Settings(BaseSettings):
 
     # --- models ---
     models: Annotated[list[Path], NoDecode] = Field(
-        default_factory=lambda: [BUNDLED_MODEL],
+        default_factory=lambda: list(BUNDLED_MODELS),
         description="model directories to serve (env: comma-separated); the name in each manifest selects it")
     default_model: str | None = Field(None, description="model used when a request names none "
                                                         "(default: the first in `models`)")

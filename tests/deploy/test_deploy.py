@@ -29,7 +29,7 @@ ADAPTER = DEPLOY / "prometheus-adapter" / "values.yaml"
 KUBERNETES_VERSION = "1.30.0"    # the stated minimum: preStop sleep is on by default from 1.30
 GRPC_PORT, HTTP_PORT, METRICS_PORT = 50051, 8080, 8002
 SERVICE = "attnmt.v1.Translator"
-MODEL_DIR = "/models/rnnsearch-es-en"
+MODEL_DIRS = ["/models/rnnsearch-es-en", "/models/transformer-es-en"]      # the default first
 
 # What service/server/metrics.py exports (test_metric_list_matches_the_service keeps this honest).
 COUNTERS = {"grpc_server_started_total", "grpc_server_handled_total", "grpc_server_msg_received_total",
@@ -141,11 +141,12 @@ def test_dockerfile_copies_only_what_serving_needs():
     copies = re.findall(r"^COPY\s+(?!--from)(.+)$", text, re.MULTILINE)
     sources = {src for line in copies for src in line.split()[:-1]}
     assert sources == {"deploy/requirements/", "pyproject.toml", "README.md", "service/", "model/", "bench/",
-                       "models/rnnsearch-es-en/"}
+                       "models/rnnsearch-es-en/", "models/transformer-es-en/"}
     # setuptools installs the packages pyproject.toml lists; the image then removes these two
     assert 'rm -r "$package/model" "$package/bench"' in text
-    assert f"COPY models/rnnsearch-es-en/ {MODEL_DIR}/" in text
-    assert f"ATTNMT_MODELS={MODEL_DIR}" in text
+    for model in MODEL_DIRS:
+        assert f"COPY {model.removeprefix('/')}/ {model}/" in text
+    assert f"ATTNMT_MODELS={','.join(MODEL_DIRS)}" in text
     assert re.search(r"^USER 10001:10001$", text, re.MULTILINE), "numeric non-root user"
     assert re.search(rf"^EXPOSE {GRPC_PORT} {HTTP_PORT} {METRICS_PORT}$", text, re.MULTILINE)
     assert text.rstrip().endswith('ENTRYPOINT ["attnmt", "serve"]')
@@ -218,7 +219,7 @@ def test_settings_are_valid_service_settings(rendered, monkeypatch):
     for name, value in data.items():
         monkeypatch.setenv(name, value)
     settings = load_settings()
-    assert [str(m) for m in settings.models] == [MODEL_DIR]
+    assert [str(m) for m in settings.models] == MODEL_DIRS
     assert settings.port == GRPC_PORT and settings.metrics_port == METRICS_PORT
     assert settings.http_enabled and settings.http_port == HTTP_PORT, "the Service and NetworkPolicy expect HTTP"
     assert settings.device == ("cuda" if variant == "gpu" else "cpu")

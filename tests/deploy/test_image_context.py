@@ -25,7 +25,8 @@ from attnmt.service.modeldir.manifest import NOT_SERVED as NOT_SERVED_FILES
 from conftest import REPO
 
 ROOT = REPO
-MODEL = "models/rnnsearch-es-en"
+MODELS = ["models/rnnsearch-es-en", "models/transformer-es-en"]     # the default first
+MODEL = MODELS[0]
 LOCKS = ROOT / "deploy" / "requirements"
 ORT_BUILDS = {"cpu": {"onnxruntime"}, "openvino": {"onnxruntime", "onnxruntime-ep-openvino"},
               "gpu": {"onnxruntime-gpu", "nvidia-cuda-runtime", "nvidia-cudnn-cu13"}}
@@ -175,7 +176,8 @@ def test_dockerignore_patterns_match_as_the_builder_matches():
 
 def test_context_keeps_out_what_serving_never_reads():
     files = context_files()
-    assert f"{MODEL}/{MANIFEST}" in files and "pyproject.toml" in files, "the allow-list lost the essentials"
+    assert all(f"{model}/{MANIFEST}" in files for model in MODELS) and "pyproject.toml" in files, \
+        "the allow-list lost the essentials"
     assert [f for f in files if Path(f).name in NOT_SERVED] == []
     assert [f for f in files if "/eval/" in f"/{f}"] == []
     assert [f for f in files if f.split("/")[0] in {"tests", "data", "runs", "docs", "benchmarks", ".git",
@@ -205,7 +207,8 @@ def test_image_gets_the_package_and_the_locks():
     assert {f"deploy/requirements/{build}.txt" for build in ORT_BUILDS} <= files
 
 
-def test_image_gets_every_model_file_serving_reads(tmp_path):
+@pytest.mark.parametrize("MODEL", MODELS)
+def test_image_gets_every_model_file_serving_reads(tmp_path, MODEL):
     """The model files copied are those the manifest lists, less those it marks `serving: false`
     (NOT_SERVED); the directory as copied loads, every checksum checked, with its manifest as it is."""
     manifest = json.loads((ROOT / MODEL / MANIFEST).read_text())
@@ -219,7 +222,7 @@ def test_image_gets_every_model_file_serving_reads(tmp_path):
         read.add(manifest["shortlist"]["file"])
     assert read <= copied, "a graph, the tokenizer, the weights or the shortlist left out"
 
-    image_model = tmp_path / "rnnsearch-es-en"
+    image_model = tmp_path / Path(MODEL).name
     image_model.mkdir()
     for name in copied:
         shutil.copy(ROOT / MODEL / name, image_model / name)
@@ -229,10 +232,11 @@ def test_image_gets_every_model_file_serving_reads(tmp_path):
         load_manifest(image_model, verify=False)
 
 
-def test_the_model_directory_copied_is_the_one_served():
-    assert runtime_env()["ATTNMT_MODELS"] == f"/{MODEL}"
+def test_the_model_directories_copied_are_the_ones_served():
+    assert runtime_env()["ATTNMT_MODELS"] == ",".join(f"/{model}" for model in MODELS)
     copies = [args for _, instruction, args in dockerfile_instructions() if instruction == "COPY"]
-    assert [f"{MODEL}/", f"/{MODEL}/"] in copies
+    for model in MODELS:
+        assert [f"{model}/", f"/{model}/"] in copies
     assert ["--from=build", "/models/", "/models/"] in copies
 
 
