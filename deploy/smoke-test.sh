@@ -82,6 +82,16 @@ out=$(in_container attnmt translate --server 127.0.0.1:50051 "$text") || fail "T
 [[ $out == *%s* ]] || fail "the placeholder is lost: '$text' -> '$out'"
 pass "'$text' -> '$out'"
 
+check "every served model by name"
+names=""
+for name in $(in_container python -c 'import os; print(*(os.path.basename(m) for m in os.environ["ATTNMT_MODELS"].split(",")))'); do
+    out=$(in_container attnmt translate --server 127.0.0.1:50051 --model-name "$name" "$text") \
+        || fail "Translate with model $name failed: $out"
+    [[ $out == *%s* ]] || fail "$name lost the placeholder: '$text' -> '$out'"
+    names="$names $name"
+done
+pass "${names# }"
+
 check "HTTP /readyz on the published port"
 http=$($ENGINE port "$cid" 8080/tcp | head -n 1)
 status() { curl -sS -o /dev/null -w '%{http_code}' "http://${http}$1" 2>/dev/null || true; }
@@ -126,8 +136,9 @@ check "/metrics on the published port"
 port=$($ENGINE port "$cid" 8002/tcp | head -n 1)
 metrics=$(curl -fsS "http://${port}/metrics") || fail "no /metrics on $port"
 grep -q '^attnmt_ready 1' <<<"$metrics" || fail "attnmt_ready is not 1"
-grep -q '^grpc_server_handled_total{.*grpc_code="OK".*grpc_method="Translate".*} 1' <<<"$metrics" \
-    || fail "the Translate call is not counted"
+calls=$((1 + $(wc -w <<<"$names")))      # the first translation, then one per model by name
+grep -q "^grpc_server_handled_total{.*grpc_code=\"OK\".*grpc_method=\"Translate\".*} $calls" <<<"$metrics" \
+    || fail "the $calls Translate calls are not counted"
 grep -q '^http_server_requests_total{code="200",.*route="/v1/translate"} 1' <<<"$metrics" \
     || fail "the HTTP translation is not counted"
 pass "$port: attnmt_ready 1, the gRPC and HTTP translations counted"
