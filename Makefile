@@ -69,6 +69,8 @@ data: $(VENV)/.dev
 	# the Transformer's everyday stage: everyday pairs weighed more, Apertium's dictionary in, and the
 	# everyday set's dev split (never its test split) in validation
 	$(BIN)/attnmt data dictionary data/dictionary
+	# game dialogue and narration (Wesnoth, FreedroidRPG, Widelands, gbrainy): built, in no mix yet
+	$(BIN)/attnmt data dialogue data/dialogue
 	$(BIN)/attnmt data mix $(MIXED)-everyday2 $(DATA):3 $(SOFTWARE):1 $(SOFTWARE)-copies:1 data/prose:1 \
 		data/backtranslation:4 data/cldr:3 data/dictionary:1 tests/data/everyday:0 --dev-max 500
 

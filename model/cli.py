@@ -37,6 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                      "phrase pairs from CLDR via babel (model/data/cldr.py)")
     _held_out_corpus(corpus, "dictionary", cmd_data_dictionary, "everyday nouns, adjectives and verbs as short "
                      "phrase pairs from Apertium's Spanish-English dictionary (model/data/dictionary.py)", cache=True)
+    _held_out_corpus(corpus, "dialogue", cmd_data_dialogue, "game dialogue, story narration and puzzles from the "
+                     "Spanish gettext catalogs of Debian game packages (model/data/dialogue.py)", cache=True)
     c = corpus.add_parser("mix", help="concatenate corpora into one training directory (train oversampled, dev capped)")
     c.add_argument("out_dir", type=Path)
     c.add_argument("corpora", nargs="+", help="DATA_DIR or DATA_DIR:WEIGHT (train repeated WEIGHT times)")
@@ -169,6 +171,12 @@ def cmd_data_cldr(args: argparse.Namespace) -> int:
 def cmd_data_dictionary(args: argparse.Namespace) -> int:
     from attnmt.model.data.dictionary import extract_dictionary
     print(json.dumps(extract_dictionary(args.out_dir, args.held_out, args.cache)))
+    return 0
+
+
+def cmd_data_dialogue(args: argparse.Namespace) -> int:
+    from attnmt.model.data.dialogue import extract_dialogue
+    print(json.dumps(extract_dialogue(args.out_dir, args.held_out, args.cache)))
     return 0
 
 
