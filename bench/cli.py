@@ -45,6 +45,15 @@ def _fingerprint(args: argparse.Namespace) -> int:
     return cmd_bench_fingerprint(args)
 
 
+def _gpu(args: argparse.Namespace) -> int:
+    from attnmt.bench.gpu import bench_gpu, format_gpu
+    from attnmt.bench.offline import source_sentences
+    models = args.model or [REPO / "models" / "rnnsearch-es-en", REPO / "models" / "transformer-es-en"]
+    sources = source_sentences(models[0], args.data, args.sentences)
+    report = bench_gpu(models, sources, tuple(args.rows or (64, 256)), args.repeats, device=args.device)
+    return _bench_report(report, format_gpu(report), args.json)
+
+
 def _soak(args: argparse.Namespace) -> int:
     from attnmt.bench.soak import cmd_bench_soak
     return cmd_bench_soak(args)
@@ -243,6 +252,19 @@ def _register_serving_benches(bench: argparse._SubParsersAction) -> None:
     b.add_argument("--n-best", type=int, default=5)
     b.add_argument("--out", type=Path, required=True, help="where the JSON lines go")
     b.set_defaults(func=_fingerprint)
+    b = bench.add_parser("gpu", help="the engine on an NVIDIA GPU: node placement, CUDA against CPU and device path "
+                                     "against host path, offline sentences/s greedy and beam 5 at 64 and 256 rows "
+                                     "a step, host-device bytes a step")
+    b.add_argument("--model", type=Path, action="append", help="model directory (repeatable; default: both "
+                                                                "bundled models)")
+    b.add_argument("--data", type=Path, default=REPO / "data" / "bible", help="data directory with the test split")
+    b.add_argument("--sentences", type=int, default=512, help="test sentences, evenly spaced")
+    b.add_argument("--rows", type=int, action="append", help="rows a step at most (repeatable; default 64 and 256)")
+    b.add_argument("--repeats", type=int, default=2)
+    b.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
+                   help="cpu: the same measurements on the CPU provider (checks the command without a GPU)")
+    b.add_argument("--json", type=Path, help="also write the report here")
+    b.set_defaults(func=_gpu)
 
 
 def _bench_arguments(b: argparse.ArgumentParser) -> None:

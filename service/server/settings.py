@@ -18,7 +18,13 @@ from pydantic_settings import BaseSettings, InitSettingsSource, NoDecode, Settin
 from typing_extensions import Annotated
 
 from attnmt.service.errors import ConfigError
+from attnmt.service.inference.offline import GPU_ROWS
 from attnmt.service.inference.sessions import precision_problem
+
+# On a GPU a decoder step costs about the same at 64 rows as at 256, so the defaults with device
+# cuda are 4x the CPU's (H200, 2026-11-26: offline greedy 2.1x the sentences/s at 256 rows as at
+# 64 for RNNsearch, beam 5 2.2x; the server at 256 clients 454 -> 539 sentences/s; docs/benchmarks.md).
+GPU_BATCH_ROWS, GPU_BATCH_TOKENS = GPU_ROWS, 4 * 8192
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # The default (better on the Bible and software test sets, docs/benchmarks.md) and the other
@@ -99,8 +105,10 @@ class Settings(BaseSettings):
     batching: Literal["continuous", "request"] = Field(
         "continuous", description="continuous: sentences join and leave the decode batch at every step; "
                                   "request: a batch is formed, decoded to the end, then the next one starts")
-    max_batch_rows: int = Field(64, ge=1, le=4096, description="decoder rows per step (a beam of k takes k rows)")
-    max_batch_tokens: int = Field(8192, ge=16, description="rows x longest source length allowed in one step")
+    max_batch_rows: int = Field(64, ge=1, le=4096, description="decoder rows per step (a beam of k takes k rows; "
+                                                               f"unset with device cuda: {GPU_BATCH_ROWS})")
+    max_batch_tokens: int = Field(8192, ge=16, description="rows x longest source length allowed in one step "
+                                                           f"(unset with device cuda: {GPU_BATCH_TOKENS})")
     max_cache_bytes: int = Field(512 * 2**20, ge=0, description="a Transformer's self-attention caches in one "
                                  "model's decode batch at most this many bytes, counted at their peak (every row as "
                                  "long as the longest, until the longest-lived sentence ends); a sentence that could "
@@ -214,6 +222,11 @@ class Settings(BaseSettings):
             raise ValueError(problem)
         if self.default_beam_size > self.max_beam_size:
             raise ValueError("default_beam_size must not exceed max_beam_size")
+        if self.device == "cuda":      # a GPU step costs about the same at 64 rows as at 256
+            if "max_batch_rows" not in self.model_fields_set:
+                self.max_batch_rows = GPU_BATCH_ROWS
+            if "max_batch_tokens" not in self.model_fields_set:
+                self.max_batch_tokens = GPU_BATCH_TOKENS
         if self.max_batch_rows < self.max_beam_size:
             raise ValueError(f"max_batch_rows ({self.max_batch_rows}) must be at least max_beam_size "
                              f"({self.max_beam_size}): a beam's rows decode in one step")

@@ -280,6 +280,9 @@ def test_only_the_gpu_overlay_asks_for_a_gpu(rendered):
     if variant == "gpu":
         assert int(limits["nvidia.com/gpu"]) == 1
         assert objects["ConfigMap"]["data"]["ATTNMT_DEVICE"] == "cuda"
+        # the server's GPU defaults, which the base's explicit 64 would otherwise override
+        assert objects["ConfigMap"]["data"]["ATTNMT_MAX_BATCH_ROWS"] == "256"
+        assert objects["ConfigMap"]["data"]["ATTNMT_MAX_BATCH_TOKENS"] == "32768"
         assert c["image"].endswith("-gpu"), "the CUDA libraries are only in the image built with ORT=gpu"
     else:
         assert "nvidia.com/gpu" not in limits and "nvidia.com/gpu" not in c["resources"]["requests"]
@@ -311,6 +314,9 @@ def test_autoscaler_scales_on_the_load_signal_the_adapter_serves(rendered):
     assert [p["metric"]["name"] for p in pods] == ["attnmt_sentences_in_progress"]
     assert pods[0]["metric"]["name"] in served
     assert pods[0]["target"]["type"] == "AverageValue"
+    # half of a step's rows in progress per pod, whatever the variant's rows
+    rows = int(objects["ConfigMap"]["data"]["ATTNMT_MAX_BATCH_ROWS"])
+    assert int(pods[0]["target"]["averageValue"]) == rows // 2
     cpu = [m for m in metrics if m["type"] == "Resource" and m["resource"]["name"] == "cpu"]
     # CPU is the fallback on CPU pods; on a GPU pod it says little about load.
     assert len(cpu) == (1 if variant == "base" else 0)

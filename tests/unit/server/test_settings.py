@@ -111,3 +111,15 @@ def test_decoding_options_become_search_options_with_the_server_defaults():
     assert (chosen.beam_size, chosen.n_best, chosen.early_exit, chosen.length_penalty) == (6, 2, True, 0.0)
     with pytest.raises(InvalidInput, match="options.beam_size must be between 1 and 8"):
         search_options(pb.DecodingOptions(beam_size=9), settings)
+
+
+def test_a_gpu_gets_four_times_the_rows_unless_they_are_set():
+    from pathlib import Path
+
+    from attnmt.service.server.settings import GPU_BATCH_ROWS, GPU_BATCH_TOKENS
+    model = str(Path(__file__).resolve().parents[3] / "models" / "rnnsearch-es-en")
+    cpu, gpu = Settings(models=[model]), Settings(models=[model], device="cuda")
+    assert (cpu.max_batch_rows, cpu.max_batch_tokens) == (64, 8192)
+    assert (gpu.max_batch_rows, gpu.max_batch_tokens) == (GPU_BATCH_ROWS, GPU_BATCH_TOKENS) == (256, 32768)
+    chosen = Settings(models=[model], device="cuda", max_batch_rows=32)
+    assert (chosen.max_batch_rows, chosen.max_batch_tokens) == (32, 32768)
