@@ -69,10 +69,14 @@ data: $(VENV)/.dev
 	# the Transformer's everyday stage: everyday pairs weighed more, Apertium's dictionary in, and the
 	# everyday set's dev split (never its test split) in validation
 	$(BIN)/attnmt data dictionary data/dictionary
-	# game dialogue and narration (Wesnoth, FreedroidRPG, Widelands, gbrainy): built, in no mix yet
+	# game dialogue and narration (Wesnoth, FreedroidRPG, Widelands, gbrainy)
 	$(BIN)/attnmt data dialogue data/dialogue
 	$(BIN)/attnmt data mix $(MIXED)-everyday2 $(DATA):3 $(SOFTWARE):1 $(SOFTWARE)-copies:1 data/prose:1 \
 		data/backtranslation:4 data/cldr:3 data/dictionary:1 tests/data/everyday:0 --dev-max 500
+	# its second stage: the back-translation half untagged, so real input reaches what it taught; dialogue in
+	$(BIN)/attnmt data mix $(MIXED)-everyday3 $(DATA):3 $(SOFTWARE):1 $(SOFTWARE)-copies:1 data/prose:1 \
+		data/backtranslation:2 data/backtranslation:2:untagged data/cldr:3 data/dictionary:1 data/dialogue:2 \
+		tests/data/everyday:0 --dev-max 500
 
 # Seven stages, each resumable (run the same command again): the Bible alone (about two
 # hours); both domains from it with a joint vocabulary (about two hours more;
@@ -103,6 +107,12 @@ train: $(VENV)/.dev
 	test -f $(TRANSFORMER_MODEL)/checkpoint.pt || $(BIN)/attnmt export --run $(TRANSFORMER_RUN) \
 		--checkpoint averaged.pt --out $(TRANSFORMER_MODEL)
 	$(BIN)/attnmt train --config model/configs/transformer-es-en-everyday.yaml --run $(TRANSFORMER_RUN)-everyday
+	# its second everyday stage starts from the everyday stage's last three checkpoints, averaged and exported
+	test -f $(TRANSFORMER_RUN)-everyday/averaged-last3.pt || $(BIN)/attnmt average --run $(TRANSFORMER_RUN)-everyday \
+		--last 3 --out averaged-last3.pt
+	test -f $(TRANSFORMER_RUN)-everyday/model/checkpoint.pt || $(BIN)/attnmt export --run $(TRANSFORMER_RUN)-everyday \
+		--checkpoint averaged-last3.pt --out $(TRANSFORMER_RUN)-everyday/model --name transformer-es-en-everyday
+	$(BIN)/attnmt train --config model/configs/transformer-es-en-everyday3.yaml --run $(TRANSFORMER_RUN)-everyday3
 
 # Issue 25 §4: RNNsearch once per score function at an equal budget (one config, resumable: run it
 # again), each exported beside its run (not committed) for the AER and speed comparisons.
@@ -158,7 +168,7 @@ GOLD ?= tests/data/gold-alignments
 links: $(VENV)/.dev
 	@$(BIN)/python -c "import eflomal" 2>/dev/null || $(PIP) -e '.[align]'
 	$(BIN)/attnmt data links $(DATA) $(SOFTWARE) $(SOFTWARE)-copies $(MIXED) $(MIXED)-bible4 $(MIXED)-bible12 \
-		$(MIXED)-copies data/prose data/backtranslation data/cldr $(MIXED)-everyday $(MIXED)-everyday2 \
+		$(MIXED)-copies data/prose data/backtranslation data/cldr $(MIXED)-everyday $(MIXED)-everyday2 $(MIXED)-everyday3 \
 		--gold $(GOLD) --gold-out data/gold-links
 	$(BIN)/attnmt evaluate-alignment --model $(MODEL) --gold $(GOLD) --links eflomal=data/gold-links/{split}.links \
 		--json data/gold-links/aer.json

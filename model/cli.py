@@ -41,7 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                      "Spanish gettext catalogs of Debian game packages (model/data/dialogue.py)", cache=True)
     c = corpus.add_parser("mix", help="concatenate corpora into one training directory (train oversampled, dev capped)")
     c.add_argument("out_dir", type=Path)
-    c.add_argument("corpora", nargs="+", help="DATA_DIR or DATA_DIR:WEIGHT (train repeated WEIGHT times)")
+    c.add_argument("corpora", nargs="+", help="DATA_DIR, DATA_DIR:WEIGHT (train repeated WEIGHT times) or "
+                                              "DATA_DIR:WEIGHT:untagged (sources without their leading <bt> tag)")
     c.add_argument("--dev-max", type=int, default=500, help="dev pairs kept per corpus")
     c.set_defaults(func=cmd_data_mix)
     c = corpus.add_parser("languages", help="character n-gram profiles of the language identifier from the gettext "
@@ -190,8 +191,12 @@ def cmd_data_mix(args: argparse.Namespace) -> int:
     from attnmt.model.data.gettext import mix
     corpora = []
     for spec in args.corpora:
-        path, _, weight = spec.partition(":")
-        corpora.append((Path(path), int(weight or 1)))
+        path, _, rest = spec.partition(":")
+        weight, _, mark = rest.partition(":")
+        if mark not in ("", "untagged"):
+            print(f"attnmt data mix: {spec}: the third part may only be 'untagged'", file=sys.stderr)
+            return 2
+        corpora.append((Path(path), int(weight or 1), mark == "untagged"))
     print(json.dumps(mix(args.out_dir, corpora, args.dev_max)))
     return 0
 

@@ -244,13 +244,21 @@ def extract_gettext(out_dir: Path, cache: Path | None = None) -> dict[str, int]:
     return write_corpus(splits, facts, out_dir)
 
 
-def mix(out_dir: Path, corpora: list[tuple[Path, int]], dev_max: int, seed: int = 1234) -> dict[str, int]:
+_TAG = re.compile(r"^<[a-z]+> ")     # a synthetic source's tag, as `attnmt data backtranslate` writes it
+
+
+def mix(out_dir: Path, corpora: list[tuple[Path, int] | tuple[Path, int, bool]], dev_max: int,
+        seed: int = 1234) -> dict[str, int]:
     """`attnmt data mix`: concatenate corpora into one training directory.
 
     Each corpus's train split is repeated WEIGHT times (oversampling); dev holds
     at most `dev_max` pairs of each corpus (a fixed random sample), so dev BLEU
     during training weighs the domains alike and stays quick. Test splits are
     not mixed: evaluate on each corpus's own test split.
+
+    A corpus marked untagged (a third item True) enters with its sources' leading tag removed
+    (`<bt> ` of back-translation): the same synthetic pairs, looking like real input. It lends
+    no dev pairs (its tagged self does, if mixed too).
     """
     from attnmt.service.modeldir.corpus import corpus_files, read_parallel
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -260,22 +268,26 @@ def mix(out_dir: Path, corpora: list[tuple[Path, int]], dev_max: int, seed: int 
             open(out_dir / "train.en", "w", encoding="utf-8") as ft, \
             open(out_dir / "dev.es", "w", encoding="utf-8") as ds, \
             open(out_dir / "dev.en", "w", encoding="utf-8") as dt:
-        for data_dir, weight in corpora:
+        for data_dir, weight, *marks in corpora:
+            untagged = bool(marks and marks[0])
             # weight 0: a held-out set whose dev split joins validation (tests/data/everyday has no train)
             train = list(read_parallel(*corpus_files(data_dir, "train", "es", "en"))) if weight else []
+            if untagged:
+                train = [(_TAG.sub("", s, count=1), t) for s, t in train]
             for _ in range(weight):
                 fs.writelines(s + "\n" for s, _ in train)
                 ft.writelines(t + "\n" for _, t in train)
-            dev = list(read_parallel(*corpus_files(data_dir, "dev", "es", "en")))
+            dev = [] if untagged else list(read_parallel(*corpus_files(data_dir, "dev", "es", "en")))
             if len(dev) > dev_max:
                 dev = random.Random(seed).sample(dev, dev_max)
             ds.writelines(s + "\n" for s, _ in dev)
             dt.writelines(t + "\n" for _, t in dev)
             counts["train"] += weight * len(train)
             counts["dev"] += len(dev)
-            cards.append(f"- `{data_dir}`: train {len(train)} pairs × {weight}, dev {len(dev)} pairs")
+            cards.append(f"- `{data_dir}`{' (untagged: sources without their leading tag)' if untagged else ''}: "
+                         f"train {len(train)} pairs × {weight}, dev {len(dev)} pairs")
             card = data_dir / "DATA_CARD.md"
-            if card.exists():
+            if card.exists() and not untagged:
                 cards.append("\n" + card.read_text(encoding="utf-8"))
     (out_dir / "DATA_CARD.md").write_text("# Data card: mixed corpus\n\n" + "\n".join(cards) + "\n", encoding="utf-8")
     (out_dir / "counts.json").write_text(json.dumps(counts, indent=2) + "\n")

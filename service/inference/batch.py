@@ -291,7 +291,7 @@ class DecodeBatch:
         candidates, slot_bias = self._vocabulary()
         bias = None if slot_bias is None else slot_bias[rows.slot[:R]]   # R x C (or V)
         state = ({n: a[:R] for n, a in rows.state.items()} if self._device is None
-                 else self._device.step_state(rows, self.cache_length()))
+                 else self._device.step_state(rows, self.cache_length))
         return engine.step(rows.prev[:R], state, step_memory, k, forced_next, memory_index, vocab_bias=bias,
                            candidates=candidates, idle=idle, positions=rows.steps[:R] if engine.positions else None)
 

@@ -20,6 +20,8 @@ the tests check it against the host path.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import onnxruntime as ort
 
@@ -72,10 +74,11 @@ class DeviceSlots:
             self.joined_memory = None
         return self.memory
 
-    def step_state(self, rows: Rows, cache_length: int = 0) -> dict[str, ort.OrtValue]:
+    def step_state(self, rows: Rows, cache_length: Callable[[], int] | None = None) -> dict[str, ort.OrtValue]:
         """The step state in the host's row layout (gathered if rows joined, left or moved);
-        growing states cut to the live rows' `cache_length` positions in the same gather
-        (slots.Rows.trim_states does it on the host)."""
+        growing states cut to the live rows' `cache_length()` positions in the same gather
+        (slots.Rows.trim_states does it on the host). `cache_length` is asked only on steps
+        that gather, not on every step."""
         R = rows.n
         origin = rows.origin[:R]
         before = next(iter(self.state.values())).shape()[0] if self.state else 0
@@ -83,7 +86,8 @@ class DeviceSlots:
             old = self.state or {name: self._empty_like(v) for name, v in self.joined_state.items()}
             new = self.joined_state or {name: self._empty_like(v) for name, v in old.items()}
             index = self._index(origin, before)
-            self.state = {name: self._gather_rows(old[name], new[name], index, cache_length) for name in old}
+            length = cache_length() if cache_length is not None else 0
+            self.state = {name: self._gather_rows(old[name], new[name], index, length) for name in old}
             self.joined_state = {}
             self.joined = 0
             rows.origin[:R] = np.arange(R)

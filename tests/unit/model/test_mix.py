@@ -29,3 +29,18 @@ def test_weights_repeat_train_and_a_held_out_set_lends_only_its_dev(tmp_path):
     assert counts == {"train": 6, "dev": 5}
     assert json.loads((tmp_path / "mix" / "counts.json").read_text()) == counts
     assert "train 0 pairs × 0, dev 1 pairs" in (tmp_path / "mix" / "DATA_CARD.md").read_text(encoding="utf-8")
+
+
+def test_an_untagged_copy_drops_the_sources_tag_and_lends_no_dev(tmp_path):
+    bt = tmp_path / "backtranslation"
+    write(bt, "train", [("<bt> Era lleno.", "It was full."), ("<bt> El <b>equipo</b>.", "The team.")])
+    write(bt, "dev", [("<bt> Hola.", "Hello.")])
+
+    counts = mix(tmp_path / "mix", [(bt, 1), (bt, 2, True)], dev_max=4)
+
+    train = (tmp_path / "mix" / "train.es").read_text(encoding="utf-8").splitlines()
+    assert train == ["<bt> Era lleno.", "<bt> El <b>equipo</b>."] + ["Era lleno.", "El <b>equipo</b>."] * 2
+    assert (tmp_path / "mix" / "dev.es").read_text(encoding="utf-8").splitlines() == ["<bt> Hola."]
+    assert counts == {"train": 6, "dev": 1}
+    assert "(untagged: sources without their leading tag): train 2 pairs × 2, dev 0 pairs" in \
+        (tmp_path / "mix" / "DATA_CARD.md").read_text(encoding="utf-8")
