@@ -71,6 +71,8 @@ data: $(VENV)/.dev
 	$(BIN)/attnmt data dictionary data/dictionary
 	# game dialogue and narration (Wesnoth, FreedroidRPG, Widelands, gbrainy)
 	$(BIN)/attnmt data dialogue data/dialogue
+	# school instructions, word problems and vocabulary (GCompris, Tux Paint's stamps); in no mix yet
+	$(BIN)/attnmt data school data/school
 	$(BIN)/attnmt data mix $(MIXED)-everyday2 $(DATA):3 $(SOFTWARE):1 $(SOFTWARE)-copies:1 data/prose:1 \
 		data/backtranslation:4 data/cldr:3 data/dictionary:1 tests/data/everyday:0 --dev-max 500
 	# its second stage: the back-translation half untagged, so real input reaches what it taught; dialogue in

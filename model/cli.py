@@ -39,6 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                      "phrase pairs from Apertium's Spanish-English dictionary (model/data/dictionary.py)", cache=True)
     _held_out_corpus(corpus, "dialogue", cmd_data_dialogue, "game dialogue, story narration and puzzles from the "
                      "Spanish gettext catalogs of Debian game packages (model/data/dialogue.py)", cache=True)
+    _held_out_corpus(corpus, "school", cmd_data_school, "school instructions, word problems and everyday vocabulary "
+                     "from GCompris' activities and Tux Paint's stamp descriptions (model/data/school.py)", cache=True)
     c = corpus.add_parser("mix", help="concatenate corpora into one training directory (train oversampled, dev capped)")
     c.add_argument("out_dir", type=Path)
     c.add_argument("corpora", nargs="+", help="DATA_DIR, DATA_DIR:WEIGHT (train repeated WEIGHT times) or "
@@ -178,6 +180,12 @@ def cmd_data_dictionary(args: argparse.Namespace) -> int:
 def cmd_data_dialogue(args: argparse.Namespace) -> int:
     from attnmt.model.data.dialogue import extract_dialogue
     print(json.dumps(extract_dialogue(args.out_dir, args.held_out, args.cache)))
+    return 0
+
+
+def cmd_data_school(args: argparse.Namespace) -> int:
+    from attnmt.model.data.school import extract_school
+    print(json.dumps(extract_school(args.out_dir, args.held_out, args.cache)))
     return 0
 
 
