@@ -198,16 +198,22 @@ def write_card(out_dir: Path, rows: list[tuple[str, str, str]], counts: dict, fa
     (out_dir / "DATA_CARD.md").write_text(card, encoding="utf-8")
 
 
-def write_corpus(out_dir: Path, rows: list[tuple[str, str, str]], counts: dict, facts: list[dict],
-                 held_out_dirs: list[Path]) -> None:
-    """train.{ids,es,en}, empty dev.* (so `attnmt data mix` reads it), the card and the counts."""
+def write_train_only(out_dir: Path, rows: list[tuple[str, str, str]], counts: dict, facts: list[dict]) -> None:
+    """train.{ids,es,en}, empty dev.* (so `attnmt data mix` reads it), the packages and the counts:
+    what a corpus with only a train split writes beside its card (here and model/data/school.py)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     for suffix, column in (("ids", 0), ("es", 1), ("en", 2)):
         (out_dir / f"train.{suffix}").write_text("".join(r[column] + "\n" for r in rows), encoding="utf-8")
         (out_dir / f"dev.{suffix}").write_text("", encoding="utf-8")
-    write_card(out_dir, rows, counts, facts, held_out_dirs)
     (out_dir / "packages.json").write_text(json.dumps(facts, indent=1) + "\n")
     (out_dir / "counts.json").write_text(json.dumps(counts, indent=2) + "\n")
+
+
+def write_corpus(out_dir: Path, rows: list[tuple[str, str, str]], counts: dict, facts: list[dict],
+                 held_out_dirs: list[Path]) -> None:
+    """The corpus files and its card."""
+    write_train_only(out_dir, rows, counts, facts)
+    write_card(out_dir, rows, counts, facts, held_out_dirs)
 
 
 def extract_dialogue(out_dir: Path, held_out_dirs: list[Path], cache: Path | None = None) -> dict:

@@ -36,7 +36,7 @@ import zlib
 from collections import Counter
 from pathlib import Path
 
-from attnmt.model.data.dialogue import MARKUP, MAX_MARKUP_SHARE, MIN_WORDS, licence, words
+from attnmt.model.data.dialogue import MARKUP, MAX_MARKUP_SHARE, MIN_WORDS, licence, words, write_train_only
 from attnmt.model.data.filters import describe, held_out_keys, is_held_out
 from attnmt.model.data.filters import reject_reason as shared_reject_reason
 from attnmt.model.data.gettext import fetch_packages, normalise
@@ -329,14 +329,9 @@ def write_card(out_dir: Path, rows: list[tuple[str, str, str]], counts: dict, fa
 
 def write_corpus(out_dir: Path, rows: list[tuple[str, str, str]], counts: dict, facts: list[dict],
                  held_out_dirs: list[Path]) -> None:
-    """train.{ids,es,en}, empty dev.* (so `attnmt data mix` reads it), the card and the counts."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for suffix, column in (("ids", 0), ("es", 1), ("en", 2)):
-        (out_dir / f"train.{suffix}").write_text("".join(r[column] + "\n" for r in rows), encoding="utf-8")
-        (out_dir / f"dev.{suffix}").write_text("", encoding="utf-8")
+    """The corpus files (as the dialogue corpus writes them) and its card."""
+    write_train_only(out_dir, rows, counts, facts)
     write_card(out_dir, rows, counts, facts, held_out_dirs)
-    (out_dir / "packages.json").write_text(json.dumps(facts, indent=1) + "\n")
-    (out_dir / "counts.json").write_text(json.dumps(counts, indent=2) + "\n")
 
 
 def extract_school(out_dir: Path, held_out_dirs: list[Path], cache: Path | None = None) -> dict:
