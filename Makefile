@@ -12,9 +12,14 @@ MIXED ?= data/es-en
 RUN ?= runs/rnnsearch-es-en
 # the Transformer (model/architectures/transformer.py, model/configs/transformer-es-en.yaml) and where
 # `make export-transformer` writes its directories; the bundled one, models/transformer-es-en, is that
-# export under the name transformer-es-en, its checkpoint.pt left out (docs/transformer.md)
+# export (TRANSFORMER_EXPORT), its checkpoint.pt left out (docs/transformer.md)
 TRANSFORMER_RUN ?= runs/transformer-es-en
 TRANSFORMER_MODEL ?= $(TRANSFORMER_RUN)/model
+# the bundled weights since 2026-11-26's second session: the everyday stage's last three checkpoints
+TRANSFORMER_EXPORT_RUN ?= $(TRANSFORMER_RUN)-everyday
+TRANSFORMER_AVERAGE ?= 3
+TRANSFORMER_CHECKPOINT ?= averaged-last$(TRANSFORMER_AVERAGE).pt
+TRANSFORMER_EXPORT ?= $(TRANSFORMER_EXPORT_RUN)/model
 # the run and checkpoint `make export` turns into the bundled model: stage 7's best.pt
 EXPORT_RUN ?= $(RUN)-copies
 CHECKPOINT ?= best.pt
@@ -110,10 +115,7 @@ train: $(VENV)/.dev
 		--checkpoint averaged.pt --out $(TRANSFORMER_MODEL)
 	$(BIN)/attnmt train --config model/configs/transformer-es-en-everyday.yaml --run $(TRANSFORMER_RUN)-everyday
 	# its second everyday stage starts from the everyday stage's last three checkpoints, averaged and exported
-	test -f $(TRANSFORMER_RUN)-everyday/averaged-last3.pt || $(BIN)/attnmt average --run $(TRANSFORMER_RUN)-everyday \
-		--last 3 --out averaged-last3.pt
-	test -f $(TRANSFORMER_RUN)-everyday/model/checkpoint.pt || $(BIN)/attnmt export --run $(TRANSFORMER_RUN)-everyday \
-		--checkpoint averaged-last3.pt --out $(TRANSFORMER_RUN)-everyday/model --name transformer-es-en-everyday
+	test -f $(TRANSFORMER_EXPORT)/checkpoint.pt || $(MAKE) export-transformer
 	$(BIN)/attnmt train --config model/configs/transformer-es-en-everyday3.yaml --run $(TRANSFORMER_RUN)-everyday3
 
 # Issue 25 §4: RNNsearch once per score function at an equal budget (one config, resumable: run it
@@ -144,18 +146,20 @@ export: export-needs-a-run $(VENV)/.dev
 # gold dev split, and quality-estimation weights fitted on both dev sets.
 ALIGNMENT ?=
 export-transformer: $(VENV)/.dev
-	@test -f $(TRANSFORMER_RUN)/averaged.pt || $(BIN)/attnmt average --run $(TRANSFORMER_RUN) --last 5
-	$(BIN)/attnmt evaluate-alignment --run $(TRANSFORMER_RUN) --checkpoint averaged.pt \
-		--json $(TRANSFORMER_RUN)/heads.json
-	$(BIN)/attnmt export --run $(TRANSFORMER_RUN) --checkpoint averaged.pt --out $(TRANSFORMER_MODEL) $(ALIGNMENT)
-	$(BIN)/attnmt export --run $(TRANSFORMER_RUN) --checkpoint averaged.pt --out $(TRANSFORMER_MODEL)-int8 \
-		--quantize int8 $(ALIGNMENT)
-	$(BIN)/attnmt export --run $(TRANSFORMER_RUN) --checkpoint averaged.pt --out $(TRANSFORMER_MODEL)-ct2 \
-		--format ctranslate2
-	$(BIN)/attnmt export --run $(TRANSFORMER_RUN) --checkpoint averaged.pt --out $(TRANSFORMER_MODEL)-ct2-int8 \
-		--format ctranslate2 --quantize int8
-	$(BIN)/attnmt evaluate-alignment --model $(TRANSFORMER_MODEL) --write-manifest
-	$(BIN)/attnmt fit-quality --model $(TRANSFORMER_MODEL) --data $(DATA) $(SOFTWARE)
+	@test -f $(TRANSFORMER_EXPORT_RUN)/$(TRANSFORMER_CHECKPOINT) || $(BIN)/attnmt average \
+		--run $(TRANSFORMER_EXPORT_RUN) --last $(TRANSFORMER_AVERAGE) --out $(TRANSFORMER_CHECKPOINT)
+	$(BIN)/attnmt evaluate-alignment --run $(TRANSFORMER_EXPORT_RUN) --checkpoint $(TRANSFORMER_CHECKPOINT) \
+		--json $(TRANSFORMER_EXPORT_RUN)/heads.json
+	$(BIN)/attnmt export --run $(TRANSFORMER_EXPORT_RUN) --checkpoint $(TRANSFORMER_CHECKPOINT) \
+		--out $(TRANSFORMER_EXPORT) --name transformer-es-en $(ALIGNMENT)
+	$(BIN)/attnmt export --run $(TRANSFORMER_EXPORT_RUN) --checkpoint $(TRANSFORMER_CHECKPOINT) \
+		--out $(TRANSFORMER_EXPORT)-int8 --name transformer-es-en --quantize int8 $(ALIGNMENT)
+	$(BIN)/attnmt export --run $(TRANSFORMER_EXPORT_RUN) --checkpoint $(TRANSFORMER_CHECKPOINT) \
+		--out $(TRANSFORMER_EXPORT)-ct2 --format ctranslate2
+	$(BIN)/attnmt export --run $(TRANSFORMER_EXPORT_RUN) --checkpoint $(TRANSFORMER_CHECKPOINT) \
+		--out $(TRANSFORMER_EXPORT)-ct2-int8 --format ctranslate2 --quantize int8
+	$(BIN)/attnmt evaluate-alignment --model $(TRANSFORMER_EXPORT) --write-manifest
+	$(BIN)/attnmt fit-quality --model $(TRANSFORMER_EXPORT) --data $(DATA) $(SOFTWARE)
 
 export-needs-a-run:
 	@test -f $(EXPORT_RUN)/$(CHECKPOINT) || { echo "make export: no trained run in $(EXPORT_RUN) (no $(CHECKPOINT)); \
