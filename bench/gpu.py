@@ -74,7 +74,7 @@ def placement(model: Path, device: str, texts: list[str]) -> dict:
         for options in SEARCHES.values():
             translator.translate(texts, options)
         # the slot graphs (device-side gathers) open outside _open_session
-        opened += [(name, session) for name, session in engine.sessions._open.items()
+        opened += [(name, session) for name, session in engine.sessions.kept_open().items()
                    if all(session is not seen for _, seen in opened)]
         files = [(graph, session.end_profiling()) for graph, session in opened]
     finally:

@@ -150,6 +150,10 @@ class Sessions:
         inputs = decoder_inputs(self.manifest.memory, self.state_names, shared=shared, shortlist=shortlist)
         return self.graph(name, inputs, decoder_outputs(self.state_names.values()), spinning)
 
+    def kept_open(self) -> dict[str, ort.InferenceSession]:
+        """The sessions kept open by name (`cached` step graphs, slot graphs), for inspection."""
+        return dict(self._open)
+
     def cached(self, name: str) -> ort.InferenceSession:
         """A step graph opened on first use and kept: the shared graph (only batches with beams
         use it, so a greedy `attnmt translate` does not pay its load time) and the shortlist ones."""
