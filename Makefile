@@ -76,7 +76,7 @@ data: $(VENV)/.dev
 	$(BIN)/attnmt data dictionary data/dictionary
 	# game dialogue and narration (Wesnoth, FreedroidRPG, Widelands, gbrainy)
 	$(BIN)/attnmt data dialogue data/dialogue
-	# school instructions, word problems and vocabulary (GCompris, Tux Paint's stamps); in no mix yet
+	# school instructions, word problems and vocabulary (GCompris, Tux Paint's stamps)
 	$(BIN)/attnmt data school data/school
 	$(BIN)/attnmt data mix $(MIXED)-everyday2 $(DATA):3 $(SOFTWARE):1 $(SOFTWARE)-copies:1 data/prose:1 \
 		data/backtranslation:4 data/cldr:3 data/dictionary:1 tests/data/everyday:0 --dev-max 500
@@ -84,6 +84,10 @@ data: $(VENV)/.dev
 	$(BIN)/attnmt data mix $(MIXED)-everyday3 $(DATA):3 $(SOFTWARE):1 $(SOFTWARE)-copies:1 data/prose:1 \
 		data/backtranslation:2 data/backtranslation:2:untagged data/cldr:3 data/dictionary:1 data/dialogue:2 \
 		tests/data/everyday:0 --dev-max 500
+	# its third: Apertium's dictionary phrases x4 and the school corpus in
+	$(BIN)/attnmt data mix $(MIXED)-everyday4 $(DATA):3 $(SOFTWARE):1 $(SOFTWARE)-copies:1 data/prose:1 \
+		data/backtranslation:2 data/backtranslation:2:untagged data/cldr:3 data/dictionary:4 data/dialogue:2 \
+		data/school:3 tests/data/everyday:0 --dev-max 500
 
 # Seven stages, each resumable (run the same command again): the Bible alone (about two
 # hours); both domains from it with a joint vocabulary (about two hours more;
@@ -117,6 +121,10 @@ train: $(VENV)/.dev
 	# its second everyday stage starts from the everyday stage's last three checkpoints, averaged and exported
 	test -f $(TRANSFORMER_EXPORT)/checkpoint.pt || $(MAKE) export-transformer
 	$(BIN)/attnmt train --config model/configs/transformer-es-en-everyday3.yaml --run $(TRANSFORMER_RUN)-everyday3
+	# its third from the second's last three checkpoints, averaged and exported
+	test -f $(TRANSFORMER_RUN)-everyday3/model/checkpoint.pt || $(MAKE) export-transformer \
+		TRANSFORMER_EXPORT_RUN=$(TRANSFORMER_RUN)-everyday3
+	$(BIN)/attnmt train --config model/configs/transformer-es-en-everyday4.yaml --run $(TRANSFORMER_RUN)-everyday4
 
 # Issue 25 §4: RNNsearch once per score function at an equal budget (one config, resumable: run it
 # again), each exported beside its run (not committed) for the AER and speed comparisons.
@@ -174,7 +182,7 @@ GOLD ?= tests/data/gold-alignments
 links: $(VENV)/.dev
 	@$(BIN)/python -c "import eflomal" 2>/dev/null || $(PIP) -e '.[align]'
 	$(BIN)/attnmt data links $(DATA) $(SOFTWARE) $(SOFTWARE)-copies $(MIXED) $(MIXED)-bible4 $(MIXED)-bible12 \
-		$(MIXED)-copies data/prose data/backtranslation data/cldr $(MIXED)-everyday $(MIXED)-everyday2 $(MIXED)-everyday3 \
+		$(MIXED)-copies data/prose data/backtranslation data/cldr $(MIXED)-everyday $(MIXED)-everyday2 $(MIXED)-everyday3 $(MIXED)-everyday4 \
 		--gold $(GOLD) --gold-out data/gold-links
 	$(BIN)/attnmt evaluate-alignment --model $(MODEL) --gold $(GOLD) --links eflomal=data/gold-links/{split}.links \
 		--json data/gold-links/aer.json

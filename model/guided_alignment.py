@@ -13,7 +13,8 @@ The loss is the cross-entropy of the head's α against the links normalised per
 target piece, -Σ_s G_ts log α_ts, averaged over the target pieces that have a link;
 target pieces without one (an unaligned "the") leave the head free. Row t of α is
 the attention of the step that predicts target piece t, the α the server returns
-with that piece.
+with that piece. Optionally a second head is supervised shifted (`shift_head`): its
+row t + 1, the step that reads piece t as its input, against piece t's links.
 """
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ class GuidedAlignmentConfig:
     weight: float = 0.1     # of the alignment loss beside the translation loss (Marian's default)
     layer: int = -1         # decoder layer of the supervised head (-1: last, CTranslate2's default; -2: penultimate)
     head: int = 0           # the supervised head (CTranslate2 returns head 0 of the alignment layer by default)
+    # A second head of `layer` supervised one step later (-1: none): the row of the step whose decoder
+    # input is target piece t, against piece t's links (Shift-Att, Chen et al. 2020). That head only has
+    # to find the source of a piece it already reads, not of the piece it is about to predict.
+    shift_head: int = -1
 
 
 def word_starts(tok: Tokenizer) -> np.ndarray:
@@ -130,3 +135,10 @@ def guided_alignment_loss(alpha: Tensor, guide: Tensor) -> tuple[Tensor, Tensor]
     linked = guide.sum(-1) > 0                                             # B x T
     cross_entropy = -(guide * torch.log(alpha.clamp_min(1e-9))).sum(-1)    # B x T
     return cross_entropy[linked].sum(), linked.sum()
+
+
+def shifted_alignment_loss(alpha: Tensor, guide: Tensor, targets: Tensor, eos_id: int) -> tuple[Tensor, Tensor]:
+    """The Shift-Att loss: alpha (B x T x S) row t + 1 against guide row t, for every target piece t
+    but </s> (targets: B x T, the pieces predicted; no step reads </s> as its input)."""
+    guide = guide.masked_fill((targets == eos_id).unsqueeze(-1), 0.0)
+    return guided_alignment_loss(alpha[:, 1:], guide[:, :-1])

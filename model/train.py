@@ -42,9 +42,10 @@ from attnmt.model.guided_alignment import (
     guided_alignment_loss,
     load_links,
     save_links,
+    shifted_alignment_loss,
 )
 from attnmt.model.search import translate_ids
-from attnmt.model.tokenizer import MODEL_FILE, PAD_ID, Tokenizer, train_tokenizer
+from attnmt.model.tokenizer import EOS_ID, MODEL_FILE, PAD_ID, Tokenizer, train_tokenizer
 from attnmt.model.transfer import WIDENABLE, transfer_state, widen_state
 from attnmt.service.modeldir.corpus import corpus_files, read_parallel
 
@@ -106,6 +107,10 @@ class TrainConfig:
             self.model.alignment_layer = self.guided_alignment.layer
             self.model.alignment_head = self.guided_alignment.head
             self.model.__post_init__()
+            shift = self.guided_alignment.shift_head
+            if shift >= 0 and (shift == self.guided_alignment.head or shift >= self.model.heads):
+                raise ValueError(f"guided_alignment.shift_head {shift} must be another of the {self.model.heads} "
+                                 f"heads than guided_alignment.head {self.guided_alignment.head}")
 
     @classmethod
     def from_yaml(cls, path: Path | None, **overrides) -> "TrainConfig":
@@ -271,6 +276,8 @@ def guided_links(cfg: TrainConfig, run_dir: Path, tok: Tokenizer, train_src: lis
             "left out: words and pieces disagree), cached in piece_links.npz")
     log(f"guided alignment on layer {cfg.guided_alignment.layer} head {cfg.guided_alignment.head}, weight "
         f"{cfg.guided_alignment.weight}: {sum(lk is not None for lk in links)} pairs with links")
+    if cfg.guided_alignment.shift_head >= 0:
+        log(f"and shifted (Shift-Att) on layer {cfg.guided_alignment.layer} head {cfg.guided_alignment.shift_head}")
     return links
 
 
@@ -377,6 +384,9 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
     progress = sys.stderr.isatty()           # a live bar on a terminal; log lines either way
     tokens_seen, loss_sum, nll_sum, t_last = 0, 0.0, 0.0, time.time()
     align_sum, align_rows = 0.0, 0
+    shift_sum, shift_rows_seen = 0.0, 0
+    shift_head = (cfg.guided_alignment.shift_head if train_links and isinstance(model, Transformer)
+                  and cfg.guided_alignment.shift_head >= 0 else None)
     stop = bool(cfg.max_steps and state["step"] >= cfg.max_steps)     # resumed after its last update: done
     while state["epoch"] < cfg.max_epochs and not stop:
         batches = bucket_batches(train_src, train_tgt, cfg.token_budget, cfg.seed, state["epoch"])
@@ -398,6 +408,12 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
                 objective = objective + cfg.guided_alignment.weight * align_loss / rows.clamp_min(1)
                 align_sum += align_loss.item()
                 align_rows += int(rows)
+                if shift_head is not None:
+                    shift_loss, shift_rows = shifted_alignment_loss(alphas[cfg.guided_alignment.layer][:, shift_head],
+                                                                    guide, batch.tgt_out, EOS_ID)
+                    objective = objective + cfg.guided_alignment.weight * shift_loss / shift_rows.clamp_min(1)
+                    shift_sum += shift_loss.item()
+                    shift_rows_seen += int(shift_rows)
             optimizer.zero_grad()
             objective.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
@@ -416,11 +432,13 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
                 now = time.time()
                 state["seconds"] += now - t_last
                 alignment = f" alignment {align_sum / align_rows:.3f}" if align_rows else ""
+                alignment += f" shifted {shift_sum / shift_rows_seen:.3f}" if shift_rows_seen else ""
                 log(f"epoch {state['epoch'] + 1} batch {b + 1}/{len(batches)} step {state['step']}: "
                     f"loss {loss_sum / tokens_seen:.3f} ppl {math.exp(nll_sum / tokens_seen):.1f}{alignment} "
                     f"lr {optimizer.param_groups[0]['lr']:.3g} {tokens_seen / (now - t_last):.0f} tok/s")
                 tokens_seen, loss_sum, nll_sum, t_last = 0, 0.0, 0.0, now
                 align_sum, align_rows = 0.0, 0
+                shift_sum, shift_rows_seen = 0.0, 0
             if cfg.validate_every and state["step"] % cfg.validate_every == 0:
                 stop = not validate()
             elif state["step"] % cfg.checkpoint_every == 0:

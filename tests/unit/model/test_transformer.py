@@ -18,10 +18,11 @@ from attnmt.model.guided_alignment import (
     guided_alignment_loss,
     piece_links,
     piece_words,
+    shifted_alignment_loss,
     word_starts,
 )
 from attnmt.model.search import beam_search, greedy_decode
-from attnmt.model.tokenizer import Tokenizer
+from attnmt.model.tokenizer import EOS_ID, Tokenizer
 from attnmt.model.train import (
     TrainConfig,
     average_checkpoints,
@@ -144,6 +145,20 @@ def test_guided_alignment_loss_is_zero_for_alpha_on_the_links():
     assert guide_matrix([None, None], 3, 3) is None
 
 
+def test_the_shifted_loss_reads_the_next_row_and_skips_the_end():
+    # target pieces: a b </s>; piece 0 links source 1, piece 1 source 0, </s> source 2 (</s>)
+    guide = guide_matrix([np.array([[1, 0], [0, 1], [2, 2]], dtype=np.int32)], src_len=3, tgt_len=3)
+    targets = torch.tensor([[10, 11, EOS_ID]])
+    on_shift = torch.tensor([[[1 / 3] * 3, [0.0, 1.0, 0.0], [1.0, 0.0, 0.0]]])   # row t + 1 on piece t's link
+    loss, rows = shifted_alignment_loss(on_shift, guide, targets, EOS_ID)
+    assert rows == 2 and loss.item() < 1e-6                 # </s> is read by no step: not supervised
+    loss, _ = shifted_alignment_loss(guide, guide, targets, EOS_ID)   # the unshifted α is wrong here
+    assert loss.item() > 10
+    with pytest.raises(ValueError, match="shift_head 0 must be another"):
+        TrainConfig(architecture="transformer", model=TransformerConfig(d_model=16, heads=2, ffn_size=16),
+                    guided_alignment=GuidedAlignmentConfig(links="x.links", head=0, shift_head=0))
+
+
 def test_word_links_become_piece_links():
     tok = Tokenizer(REPO / "models" / "rnnsearch-es-en" / "spm.model")
     source, target = "¿Dónde está la estación de tren?", "Where is the train station?"
@@ -201,7 +216,7 @@ def toy_data(tmp_path_factory) -> Path:
 def toy_run(toy_data, tmp_path_factory) -> Path:
     run = tmp_path_factory.mktemp("run") / "transformer"
     cfg = toy_transformer_config(toy_data, guided_alignment=GuidedAlignmentConfig(
-        links=str(toy_data / "train.links"), weight=0.5, layer=-1, head=1))
+        links=str(toy_data / "train.links"), weight=0.5, layer=-1, head=1, shift_head=2))
     # Stopped after the first log line, as a killed process would be; then resumed.
     train(TrainConfig(**{**cfg.__dict__, "max_minutes": 1e-9}), run)
     train(cfg, run)
@@ -211,6 +226,7 @@ def toy_run(toy_data, tmp_path_factory) -> Path:
 def test_a_tiny_transformer_overfits_the_toy_corpus_with_guided_alignment(toy_run, toy_data):
     log = (toy_run / "train.log").read_text()
     assert "Transformer with" in log and "guided alignment on layer -1 head 1" in log
+    assert "and shifted (Shift-Att) on layer -1 head 2" in log
     assert log.count("links for 600 of 600 pairs") == 1                 # the resume read them from the cache
     assert log.count("600 pairs with links") == 2
     assert "resumed from step 20" in log
@@ -219,6 +235,8 @@ def test_a_tiny_transformer_overfits_the_toy_corpus_with_guided_alignment(toy_ru
     # the guided head's cross-entropy, towards its floor: the entropy of a word's several pieces
     aligned = [float(line.split("alignment ")[1].split()[0]) for line in log.splitlines() if " loss " in line]
     assert aligned[-1] < aligned[0] / 2
+    shifted = [float(line.split("shifted ")[1].split()[0]) for line in log.splitlines() if " loss " in line]
+    assert shifted[-1] < shifted[0] / 2
     history = json.loads((toy_run / "history.json").read_text())
     assert max(h["dev_bleu"] for h in history) > 60
     model = load_model(toy_run / "best.pt")
@@ -228,19 +246,22 @@ def test_a_tiny_transformer_overfits_the_toy_corpus_with_guided_alignment(toy_ru
     tok = Tokenizer(toy_run / "spm.model")
     starts = word_starts(tok)
     pairs = synthetic_corpus(30, 0)                          # training pairs: the head was taught these
-    hits = total = 0
+    hits = shifted_hits = total = 0
     for s, t in pairs:
         src, tgt = tok.encode(s), tok.encode(t)
         batch = make_batch([src], [tgt], [0])
         with torch.no_grad():
-            alpha = model.alignment(model(batch.src, batch.lengths, batch.tgt_in)[1])[0]   # T x S
+            alphas = model(batch.src, batch.lengths, batch.tgt_in)[1]
+        alpha, shift = model.alignment(alphas)[0], alphas[-1][0, 2]                 # T x S each
         src_words, tgt_words = piece_words(src, starts), piece_words(tgt, starts)
         for link in toy_links(s, t).split():
             i, j = map(int, link.split("-"))
             first = int(np.flatnonzero(tgt_words == j)[0])
             hits += int(src_words[int(alpha[first, :-1].argmax())] == i)
+            # the shifted head: the row of the step that reads the word's first piece
+            shifted_hits += int(src_words[int(shift[first + 1, :-1].argmax())] == i)
             total += 1
-    assert hits / total > 0.9
+    assert hits / total > 0.9 and shifted_hits / total > 0.9
 
 
 def test_beam_search_for_both_architectures(toy_run, toy_data):
