@@ -15,8 +15,8 @@ RUN ?= runs/rnnsearch-es-en
 # export (TRANSFORMER_EXPORT), its checkpoint.pt left out (docs/transformer.md)
 TRANSFORMER_RUN ?= runs/transformer-es-en
 TRANSFORMER_MODEL ?= $(TRANSFORMER_RUN)/model
-# the bundled weights since 2026-11-26's second session: the everyday stage's last three checkpoints
-TRANSFORMER_EXPORT_RUN ?= $(TRANSFORMER_RUN)-everyday
+# the bundled weights since 2026-11-26's fourth session: the second everyday stage's last three checkpoints
+TRANSFORMER_EXPORT_RUN ?= $(TRANSFORMER_RUN)-everyday3
 TRANSFORMER_AVERAGE ?= 3
 TRANSFORMER_CHECKPOINT ?= averaged-last$(TRANSFORMER_AVERAGE).pt
 TRANSFORMER_EXPORT ?= $(TRANSFORMER_EXPORT_RUN)/model
@@ -119,7 +119,8 @@ train: $(VENV)/.dev
 		--checkpoint averaged.pt --out $(TRANSFORMER_MODEL)
 	$(BIN)/attnmt train --config model/configs/transformer-es-en-everyday.yaml --run $(TRANSFORMER_RUN)-everyday
 	# its second everyday stage starts from the everyday stage's last three checkpoints, averaged and exported
-	test -f $(TRANSFORMER_EXPORT)/checkpoint.pt || $(MAKE) export-transformer
+	test -f $(TRANSFORMER_RUN)-everyday/model/checkpoint.pt || $(MAKE) export-transformer \
+		TRANSFORMER_EXPORT_RUN=$(TRANSFORMER_RUN)-everyday
 	$(BIN)/attnmt train --config model/configs/transformer-es-en-everyday3.yaml --run $(TRANSFORMER_RUN)-everyday3
 	# its third from the second's last three checkpoints, averaged and exported
 	test -f $(TRANSFORMER_RUN)-everyday3/model/checkpoint.pt || $(MAKE) export-transformer \

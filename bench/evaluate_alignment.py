@@ -20,7 +20,10 @@ pieces, `</s>` dropped):
 - `shift-1`: piece k read at step k-1 (the first piece at step 0). The served α
   tends to look one source word ahead ("The" → "gobierno"); this reads it back.
 
-A word's rows are the mean of its pieces' rows (as the server aggregates).
+A word's rows are the mean of its pieces' rows (as the server aggregates). The
+readings start from the served rows: for a model exported with
+`--alignment-shift-att` (manifest `alignment.shift_att`), `attention` is already
+Shift-Att and the others are shifted from there.
 Each reading gives its target-side and source-side argmax, their intersection,
 union and grow-diag(-final)(-and) (attnmt.service.modeldir.links), and a threshold
 tuned on dev. The served rows call the server's own functions (`hard_alignment`):

@@ -104,6 +104,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--alignment-head", type=int, metavar="H",
                    help="a Transformer's α: this head of that layer, or -1 for the mean of its heads (default: the "
                         "checkpoint's, the guided head)")
+    p.add_argument("--alignment-shift-att", action="store_true",
+                   help="a Transformer's α: read each target piece's row from the step that takes it as input "
+                        "(Shift-Att), for a head trained with guided_alignment.shift_head")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("upgrade-model", help="re-export a schema_version 1 model directory from its checkpoint.pt "
@@ -261,16 +264,16 @@ def cmd_export(args: argparse.Namespace) -> int:
                 if (Path(cfg["data_dir"]) / "DATA_CARD.md").exists() else None}
     lexical = None
     chosen = (args.alignment_layer, args.alignment_head)
-    if architecture != "transformer" and chosen != (None, None):
-        print(f"attnmt export: {args.run} is an {architecture}, with one attention: --alignment-layer and "
-              "--alignment-head are for a Transformer", file=sys.stderr)
+    if architecture != "transformer" and (chosen != (None, None) or args.alignment_shift_att):
+        print(f"attnmt export: {args.run} is an {architecture}, with one attention: --alignment-layer, "
+              "--alignment-head and --alignment-shift-att are for a Transformer", file=sys.stderr)
         return 2
     if architecture == "transformer":
         from attnmt.model.export.transformer import export
         if args.shortlist:      # on by default: skipped rather than refused, so the plain command works
             print("attnmt export: no lexical shortlist for a Transformer yet (docs/transformer.md); exporting "
                   "without one", file=sys.stderr)
-        shortlist = {"alignment": chosen}
+        shortlist = {"alignment": chosen, "shift_att": args.alignment_shift_att}
     else:
         from attnmt.model.export.rnnsearch import export
         if args.shortlist:

@@ -399,10 +399,11 @@ def check_parity(model: Transformer, sessions: dict, sources: list[list[int]], t
 
 def export(checkpoint: Path, tokenizer: Path, out_dir: Path, name: str, source_language: str, target_language: str,
            parity_sentences: list[str], training: dict | None = None, tolerance: float = 1e-4,
-           alignment: tuple[int | None, int | None] = (None, None)) -> dict:
+           alignment: tuple[int | None, int | None] = (None, None), shift_att: bool = False) -> dict:
     """Export, check parity in a scratch directory, then move the result to `out_dir`.
     `alignment`: (decoder layer, head or -1 for their mean) whose cross-attention becomes α,
-    either None for the checkpoint's own (the guided head when trained with one)."""
+    either None for the checkpoint's own (the guided head when trained with one). `shift_att`:
+    the server reads each piece's α from the step after it (a head trained with `shift_head`)."""
     model = round_to_half(load_model(checkpoint))
     if not isinstance(model, Transformer):
         raise ValueError(f"{checkpoint} holds a {type(model).__name__}, not a Transformer")
@@ -421,7 +422,8 @@ def export(checkpoint: Path, tokenizer: Path, out_dir: Path, name: str, source_l
         manifest = base_manifest(name, "Transformer", source_language, target_language, len(tok),
                                  model.cfg.to_dict(), dict(GRAPHS), file_entries(tmp, files), training)
         manifest.update(memory=list(MEMORY), step_state=dict(STEP_STATE), initial_state=dict(INITIAL_STATE),
-                        alignment={"layer": model.cfg.alignment_layer, "heads": alignment_heads(model)})
+                        alignment={"layer": model.cfg.alignment_layer, "heads": alignment_heads(model),
+                                   **({"shift_att": True} if shift_att else {})})
         sources = [tok.encode(s) for s in parity_sentences]
         return check_and_publish(tmp, out_dir, manifest,
                                  lambda: check_parity(model, onnx_sessions(tmp), sources, tolerance))

@@ -143,7 +143,9 @@ class Manifest(BaseModel):
     # The encoder outputs kept once per sentence and fed to every step under the same names (above).
     memory: list[str] = Field(default_factory=lambda: list(MEMORY))
     # Which cross-attention becomes α ({"layer": -1, "heads": [0]}: the mean of those heads of that
-    # decoder layer); informational here, the step graph computes α. None: one attention (RNNsearch).
+    # decoder layer); the step graph computes α. "shift_att": true, each target piece's row is read
+    # from the next step, the one that takes the piece as its input (Chen et al. 2020; the Translator
+    # moves the rows). None: one attention (RNNsearch).
     alignment: dict[str, Any] | None = None
     # Placeholder protection the model was trained for (model/data/placeholders.py): the regular
     # expression, the sentinel format ("⦃{}⦄") and how many numbered sentinels exist.

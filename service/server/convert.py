@@ -191,4 +191,5 @@ def alignment_defaults_pb(m: Manifest) -> pb.AlignmentDefaults:
     if m.alignment is not None:
         message.layer = int(m.alignment["layer"]) % max(1, int(m.dimensions.get("decoder_layers", 1)))
         message.heads.extend(int(h) for h in m.alignment["heads"])
+        message.shift_att = bool(m.alignment.get("shift_att", False))
     return message

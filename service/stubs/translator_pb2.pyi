@@ -364,17 +364,19 @@ class ModelInfo(_message.Message):
     def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., architecture: _Optional[str] = ..., source_language: _Optional[str] = ..., target_language: _Optional[str] = ..., vocab_size: _Optional[int] = ..., provider: _Optional[str] = ..., is_default: _Optional[bool] = ..., evaluation: _Optional[_Mapping[str, float]] = ..., limits: _Optional[_Mapping[str, int]] = ..., manifest_json: _Optional[str] = ..., dimensions: _Optional[_Mapping[str, int]] = ..., alignment: _Optional[_Union[AlignmentDefaults, _Mapping]] = ...) -> None: ...
 
 class AlignmentDefaults(_message.Message):
-    __slots__ = ("rule", "threshold", "dev_aer", "test_aer", "layer", "heads")
+    __slots__ = ("rule", "threshold", "dev_aer", "test_aer", "layer", "heads", "shift_att")
     RULE_FIELD_NUMBER: _ClassVar[int]
     THRESHOLD_FIELD_NUMBER: _ClassVar[int]
     DEV_AER_FIELD_NUMBER: _ClassVar[int]
     TEST_AER_FIELD_NUMBER: _ClassVar[int]
     LAYER_FIELD_NUMBER: _ClassVar[int]
     HEADS_FIELD_NUMBER: _ClassVar[int]
+    SHIFT_ATT_FIELD_NUMBER: _ClassVar[int]
     rule: str
     threshold: float
     dev_aer: float
     test_aer: float
     layer: int
     heads: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, rule: _Optional[str] = ..., threshold: _Optional[float] = ..., dev_aer: _Optional[float] = ..., test_aer: _Optional[float] = ..., layer: _Optional[int] = ..., heads: _Optional[_Iterable[int]] = ...) -> None: ...
+    shift_att: bool
+    def __init__(self, rule: _Optional[str] = ..., threshold: _Optional[float] = ..., dev_aer: _Optional[float] = ..., test_aer: _Optional[float] = ..., layer: _Optional[int] = ..., heads: _Optional[_Iterable[int]] = ..., shift_att: _Optional[bool] = ...) -> None: ...

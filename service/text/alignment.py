@@ -24,6 +24,14 @@ from attnmt.service.modeldir.tokenizer import WORD_BOUNDARY
 EOS_TOKEN = "</s>"
 
 
+def shift_att(alpha: np.ndarray) -> np.ndarray:
+    """Shift-Att (Chen et al. 2020): row k becomes the step that reads piece k as its input,
+    step k + 1; the last row (`</s>`'s, or a translation cut at its length limit) keeps its own.
+    A head trained on the links that way (`guided_alignment.shift_head`) needs the piece it
+    aligns as its input, which the step that predicts the piece has not seen yet."""
+    return alpha[np.minimum(np.arange(1, len(alpha) + 1), len(alpha) - 1)] if len(alpha) else alpha
+
+
 def word_groups(pieces: list[str]) -> list[list[int]]:
     """Indices of the pieces that make each word; `</s>` is a group of its own."""
     groups: list[list[int]] = []

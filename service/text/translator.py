@@ -17,7 +17,7 @@ from attnmt.service.inference.engine import Engine
 from attnmt.service.inference.offline import decode_all
 from attnmt.service.inference.search import Search, SearchOptions
 from attnmt.service.modeldir.links import DEFAULT_RULE
-from attnmt.service.text.alignment import EOS_TOKEN, aggregate_to_words, hard_pairs, word_groups
+from attnmt.service.text.alignment import EOS_TOKEN, aggregate_to_words, hard_pairs, shift_att, word_groups
 from attnmt.service.text.placeholders import Protector
 from attnmt.service.text.quality import Quality, QualityModel
 
@@ -116,6 +116,7 @@ class Translator:
         self.alignment_quality = QualityModel.from_manifest(engine.manifest, "alignment")
         chosen = engine.manifest.hard_links or {}
         self.links_rule: tuple[str, float | None] = (chosen.get("rule", DEFAULT_RULE), chosen.get("threshold"))
+        self.shift_att = bool((engine.manifest.alignment or {}).get("shift_att", False))
 
     @property
     def name(self) -> str:
@@ -159,6 +160,8 @@ class Translator:
         quality = (self.alignment_quality if search.forced is not None
                    else self.greedy_quality if search.options.beam_size == 1 else self.quality)
         for finished in search.best():
+            if self.shift_att:
+                finished = replace(finished, alignment=shift_att(finished.alignment))
             pieces = self.tokenizer.pieces(finished.tokens)
             if replace_unk:
                 # Luong et al. (2015): copy the source piece the model attended to most.

@@ -195,3 +195,26 @@ def test_the_export_can_name_another_alignment_layer_and_heads(tiny_transformer_
     assert not (tmp_path / "bad").exists()
     assert main(["export", "--run", str(tiny_run), "--out", str(tmp_path / "rnn"), "--alignment-head", "0"]) == 2
     assert "are for a Transformer" in capsys.readouterr().err
+
+
+def test_a_shift_att_export_serves_each_piece_the_next_steps_row(tiny_transformer_run, tmp_path):
+    """`--alignment-shift-att`: the manifest says so, ModelInfo reports it, and the Translator gives
+    target piece k the α of step k + 1 (`</s>` keeps its own), on the Align path and in translation."""
+    from attnmt.service.cli import main
+    from attnmt.service.inference.engine import Engine, EngineOptions
+    from attnmt.service.server.convert import alignment_defaults_pb
+    from attnmt.service.text.translator import Translator
+    plain, shifted = tmp_path / "plain", tmp_path / "shifted"
+    for out, extra in ((plain, []), (shifted, ["--alignment-shift-att"])):
+        assert main(["export", "--run", str(tiny_transformer_run), "--out", str(out), "--parity-sentences", "4",
+                     "--alignment-head", "1", *extra]) == 0
+    assert json.loads((shifted / "manifest.json").read_text())["alignment"] == {"layer": -1, "heads": [1],
+                                                                                 "shift_att": True}
+    translators = [Translator(Engine(d, EngineOptions(intra_op_threads=1))) for d in (plain, shifted)]
+    assert [alignment_defaults_pb(t.engine.manifest).shift_att for t in translators] == [False, True]
+    source, target = synthetic_corpus(1, 5)[0]
+    for a, b in ([t.align([(source, target)])[0] for t in translators],
+                 [t.translate([source])[0] for t in translators]):
+        before, after = a.best.alignment, b.best.alignment
+        assert len(before) >= 3 and a.best.target_tokens == b.best.target_tokens
+        assert np.array_equal(after[:-1], before[1:]) and np.array_equal(after[-1], before[-1])
