@@ -148,12 +148,13 @@ export: export-needs-a-run $(VENV)/.dev
 	# quality-estimation weights fitted on both dev sets (verses and messages), into the manifest
 	$(BIN)/attnmt fit-quality --model $(MODEL) --data $(DATA) $(SOFTWARE)
 
-# The Transformer from its averaged checkpoint: every layer and head scored on the gold set first
-# (the guided head is exported unless another scores better: pass ALIGNMENT="--alignment-layer L
-# --alignment-head H"), then attnmt's fp32 and int8 directories and CTranslate2's of the same weights
-# (`attnmt bench ctranslate2` holds them against each other), the served hard-link rule chosen on the
-# gold dev split, and quality-estimation weights fitted on both dev sets.
-ALIGNMENT ?=
+# The Transformer from its averaged checkpoint: every layer, head and reading (as predicted, or
+# Shift-Att) scored on the gold set first, and the one with the lowest dev AER exported (or pass
+# ALIGNMENT="--alignment-layer L --alignment-head H [--alignment-shift-att]"), then attnmt's fp32
+# and int8 directories and CTranslate2's of the same weights (`attnmt bench ctranslate2` holds them
+# against each other), the served hard-link rule chosen on the gold dev split, and quality-estimation
+# weights fitted on both dev sets.
+ALIGNMENT ?= --alignment-from $(TRANSFORMER_EXPORT_RUN)/heads.json
 export-transformer: $(VENV)/.dev
 	@test -f $(TRANSFORMER_EXPORT_RUN)/$(TRANSFORMER_CHECKPOINT) || $(BIN)/attnmt average \
 		--run $(TRANSFORMER_EXPORT_RUN) --last $(TRANSFORMER_AVERAGE) --out $(TRANSFORMER_CHECKPOINT)

@@ -104,6 +104,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--alignment-head", type=int, metavar="H",
                    help="a Transformer's α: this head of that layer, or -1 for the mean of its heads (default: the "
                         "checkpoint's, the guided head)")
+    p.add_argument("--alignment-from", type=Path, metavar="REPORT",
+                   help="a Transformer's α: the layer, head and reading with the lowest gold dev AER in REPORT, the "
+                        "JSON of `attnmt evaluate-alignment --run RUN --json REPORT` (instead of the three options)")
     p.add_argument("--alignment-shift-att", action="store_true",
                    help="a Transformer's α: read each target piece's row from the step that takes it as input "
                         "(Shift-Att), for a head trained with guided_alignment.shift_head")
@@ -263,6 +266,15 @@ def cmd_export(args: argparse.Namespace) -> int:
                 "data_card": (Path(cfg["data_dir"]) / "DATA_CARD.md").read_text()
                 if (Path(cfg["data_dir"]) / "DATA_CARD.md").exists() else None}
     lexical = None
+    if args.alignment_from is not None:
+        if (args.alignment_layer, args.alignment_head) != (None, None) or args.alignment_shift_att:
+            print("attnmt export: --alignment-from chooses the layer, head and reading; give it or them",
+                  file=sys.stderr)
+            return 2
+        from attnmt.model.export.transformer import alignment_from_report
+        args.alignment_layer, args.alignment_head, args.alignment_shift_att, row = \
+            alignment_from_report(args.alignment_from)
+        print(f"attnmt export: α from {args.alignment_from}'s lowest dev AER, {row}", file=sys.stderr)
     chosen = (args.alignment_layer, args.alignment_head)
     if architecture != "transformer" and (chosen != (None, None) or args.alignment_shift_att):
         print(f"attnmt export: {args.run} is an {architecture}, with one attention: --alignment-layer, "

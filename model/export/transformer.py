@@ -33,6 +33,8 @@ gives the direct graph's rows.
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 import tempfile
 import warnings
@@ -75,6 +77,23 @@ STEP_INPUTS = ("prev_tokens", "self_cache", *MEMORY, "vocab_bias", "k", "forced_
 SHARED_STEP_INPUTS = STEP_INPUTS + ("memory_index",)
 STEP_OUTPUTS = ("topk_log_probs", "topk_ids", "forced_log_probs", "new_self_cache", "alpha")
 JOIN_DELAY = 3                                        # steps the parity loop's late rows wait
+
+
+_SERVABLE = re.compile(r"^layer (\d+) (?:head (\d+)|heads mean) · (attention|shift-att) \S+$")
+
+
+def alignment_from_report(path: Path, split: str = "dev") -> tuple[int, int, bool, str]:
+    """The servable α with the lowest AER on `split` in a report of `attnmt evaluate-alignment
+    --run` (bench/alignment_heads.py: every layer, head, reading and rule on the gold set):
+    (layer, head or -1 for the layer's mean, Shift-Att or not, the row's name). Head sets other
+    than one head or a whole layer are not servable, nor is a reading other than these two."""
+    rules = json.loads(Path(path).read_text())["splits"][split]["rules"]
+    servable = {name: r["aer"]["value"] for name, r in rules.items() if _SERVABLE.match(name)}
+    if not servable:
+        raise ValueError(f"{path}: no servable reading with an AER on its {split} split")
+    name = min(servable, key=servable.get)
+    layer, head, reading = _SERVABLE.match(name).groups()
+    return int(layer), -1 if head is None else int(head), reading == "shift-att", name
 
 
 def alignment_heads(model: Transformer) -> list[int]:

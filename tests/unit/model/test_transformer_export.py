@@ -3,6 +3,7 @@ docs/transformer.md on a tiny trained Transformer, its parity with PyTorch, and 
 rows of different ages in one batch."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -218,3 +219,31 @@ def test_a_shift_att_export_serves_each_piece_the_next_steps_row(tiny_transforme
         before, after = a.best.alignment, b.best.alignment
         assert len(before) >= 3 and a.best.target_tokens == b.best.target_tokens
         assert np.array_equal(after[:-1], before[1:]) and np.array_equal(after[-1], before[-1])
+
+
+def test_the_export_takes_the_servable_alpha_with_the_lowest_dev_aer(tiny_transformer_run, tmp_path, capsys):
+    """`--alignment-from REPORT` (what `attnmt evaluate-alignment --run --json` writes): the lowest dev
+    AER among one head or a layer's mean, read as served or Shift-Att; other head sets are skipped."""
+    from attnmt.model.export.transformer import alignment_from_report
+    from attnmt.service.cli import main
+
+    def report(aers: dict[str, float]) -> Path:
+        path = tmp_path / f"heads-{len(list(tmp_path.iterdir()))}.json"
+        path.write_text(json.dumps({"splits": {"dev": {"rules": {n: {"aer": {"value": v}} for n, v in aers.items()}},
+                                               "test": {"rules": {n: {"aer": {"value": 0.0}} for n in aers}}}}))
+        return path
+
+    rows = {"layer 1 head 0 · attention source-argmax": 0.26, "layer 0 head 1 · shift-att grow-diag": 0.18,
+            "layer 1 heads mean without the guided head · shift-att grow-diag": 0.10,
+            "layer 0 head 0+1 · attention union": 0.05, "layer 1 heads mean · attention union": 0.30}
+    assert alignment_from_report(report(rows)) == (0, 1, True, "layer 0 head 1 · shift-att grow-diag")
+    assert alignment_from_report(report({**rows, "layer 1 heads mean · attention union": 0.12}))[:3] == (1, -1, False)
+    with pytest.raises(ValueError, match="no servable reading"):
+        alignment_from_report(report({"layer 0 head 0+1 · attention union": 0.05}))
+    out = tmp_path / "chosen"
+    assert main(["export", "--run", str(tiny_transformer_run), "--out", str(out), "--parity-sentences", "4",
+                 "--alignment-from", str(report(rows))]) == 0
+    assert json.loads((out / "manifest.json").read_text())["alignment"] == {"layer": 0, "heads": [1], "shift_att": True}
+    assert "layer 0 head 1 · shift-att grow-diag" in capsys.readouterr().err
+    assert main(["export", "--run", str(tiny_transformer_run), "--out", str(tmp_path / "both"),
+                 "--alignment-from", str(report(rows)), "--alignment-head", "0"]) == 2
