@@ -3,8 +3,11 @@
 One `attnmt serve` with its default settings answers both (service/http/ runs in the
 server's event loop, beside the gRPC servicer). Rounds alternate, the order swapped each
 round: `concurrency` closed-loop clients on gRPC (grpc.aio, one channel: loadtest.closed_loop),
-then on HTTP (one httpx.AsyncClient, HTTP/1.1, a keep-alive pool as large as the concurrency,
-`POST /v1/translate`); then each protocol at concurrency 1. Every call is one verse, greedy,
+then on HTTP (one aiohttp ClientSession by default, or one httpx.AsyncClient: HTTP/1.1, a
+keep-alive pool as large as the concurrency, `POST /v1/translate`); then each protocol at
+concurrency 1. The client shares the server's cores, so its CPU is the benchmark's own cost:
+aiohttp spends about 1.6 CPU-ms a call here, httpx about 4.2, grpc.aio 0.85
+(docs/benchmarks.md), and on 2 cores that alone moves the throughput ratio by 0.1. Every call is one verse, greedy,
 word alignments. Medians of the rounds: sentences/s, the server's CPU-seconds per sentence
 (/proc), the client's own (getrusage: this process) apart, p50 and p90 at concurrency 1.
 Every answer must be a 200/OK with a translation: failures are counted, not raised. Once,
@@ -40,6 +43,7 @@ from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.stubs import translator_pb2_grpc as pb_grpc
 
 PROTOCOLS = ("grpc", "http")
+HTTP_CLIENTS = ("aiohttp", "httpx")
 _TIMEOUT = 120.0     # seconds for one HTTP call: a stuck call is counted, not waited on forever
 
 
@@ -93,26 +97,60 @@ async def closed_loop_http(port: int, sentences: list[str], concurrency: int, re
         return latencies, time.perf_counter() - start
 
 
+async def closed_loop_aiohttp(port: int, sentences: list[str], concurrency: int, requests: int,
+                              options: pb.DecodingOptions, errors: Counter) -> tuple[list[float], float]:
+    """closed_loop_http with one aiohttp ClientSession (a connection pool of `concurrency`)."""
+    import aiohttp
+    latencies: list[float] = []
+    counter = iter(range(requests))
+    json_options = json_format.MessageToDict(options)
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    timeout = aiohttp.ClientTimeout(total=_TIMEOUT)
+    async with aiohttp.ClientSession(f"http://127.0.0.1:{port}", connector=connector, timeout=timeout) as http:
+
+        async def client() -> None:
+            for i in counter:
+                start = time.perf_counter()
+                body = {"sentences": [sentences[i % len(sentences)]], "options": json_options}
+                try:
+                    async with http.post("/v1/translate", json=body) as response:
+                        reply = await response.json(content_type=None)
+                except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as e:
+                    errors[type(e).__name__] += 1
+                    continue
+                if response.status != 200 or not ((reply.get("translations") or [{}])[0].get("text")):
+                    code = reply.get("error", {}).get("code", "no error body") if isinstance(reply, dict) else "?"
+                    errors[f"HTTP {response.status} {code}" if response.status != 200
+                           else "200 without a translation"] += 1
+                    continue
+                latencies.append(time.perf_counter() - start)
+
+        start = time.perf_counter()
+        await asyncio.gather(*(client() for _ in range(concurrency)))
+        return latencies, time.perf_counter() - start
+
+
 def _load(server: ServerProcess, protocol: str, sentences: list[str], concurrency: int, requests: int,
-          options: pb.DecodingOptions, errors: Counter) -> tuple[list[float], float]:
+          options: pb.DecodingOptions, errors: Counter, http_client: str = "aiohttp") -> tuple[list[float], float]:
     if protocol == "grpc":
         return asyncio.run(closed_loop(server.address, sentences, concurrency, requests, options, errors))
-    return asyncio.run(closed_loop_http(server.http_port, sentences, concurrency, requests, options, errors))
+    loop = closed_loop_aiohttp if http_client == "aiohttp" else closed_loop_http
+    return asyncio.run(loop(server.http_port, sentences, concurrency, requests, options, errors))
 
 
 def _round(server: ServerProcess, protocol: str, sentences: list[str], concurrency: int, requests: int,
-           options: pb.DecodingOptions, errors: Counter) -> dict:
+           options: pb.DecodingOptions, errors: Counter, http_client: str) -> dict:
     """One protocol's throughput run at `concurrency`, CPU on both sides of the wire."""
     server_cpu, own_cpu = server.cpu_seconds(), cpu_seconds_self()
-    latencies, wall = _load(server, protocol, sentences, concurrency, requests, options, errors)
+    latencies, wall = _load(server, protocol, sentences, concurrency, requests, options, errors, http_client)
     return {"wall_s": wall, "server_cpu_s": server.cpu_seconds() - server_cpu,
             "client_cpu_s": cpu_seconds_self() - own_cpu,
             "p95_s": float(np.percentile(latencies, 95)) if latencies else None}
 
 
 def _single(server: ServerProcess, protocol: str, singles: list[str], options: pb.DecodingOptions,
-            errors: Counter) -> dict:
-    latencies, _ = _load(server, protocol, singles, 1, len(singles), options, errors)
+            errors: Counter, http_client: str) -> dict:
+    latencies, _ = _load(server, protocol, singles, 1, len(singles), options, errors, http_client)
     if not latencies:
         return {"p50_1_s": None, "p90_1_s": None}
     return {"p50_1_s": float(np.percentile(latencies, 50)), "p90_1_s": float(np.percentile(latencies, 90))}
@@ -140,21 +178,28 @@ async def _texts(server: ServerProcess, sentences: list[str], options: pb.Decodi
     return {"sentences": len(sentences), "same": len(sentences) - len(differences), "differences": differences[:3]}
 
 
-def clients() -> dict:
+def clients(http_client: str = "aiohttp") -> dict:
     """Who is on each end of the wire, with versions."""
     parser = "httptools" if importlib.util.find_spec("httptools") else "h11"
-    return {"grpc": f"grpc.aio (grpcio {grpc.__version__})",
-            "http": f"httpx {httpx.__version__} AsyncClient, HTTP/1.1 keep-alive",
+    if http_client == "aiohttp":
+        import aiohttp
+        http = f"aiohttp {aiohttp.__version__} ClientSession, HTTP/1.1 keep-alive"
+    else:
+        http = f"httpx {httpx.__version__} AsyncClient, HTTP/1.1 keep-alive"
+    return {"grpc": f"grpc.aio (grpcio {grpc.__version__})", "http": http,
             "http_server": f"uvicorn {uvicorn.__version__}, {parser}"}
 
 
 def bench_http(model: Path, sentences: list[str], repeats: int = 5, concurrency: int = 64,
                requests: int | None = None, latency_sentences: int = 200,
-               settings: dict[str, str] | None = None, command: str | None = None) -> dict:
+               settings: dict[str, str] | None = None, command: str | None = None,
+               http_client: str = "aiohttp") -> dict:
     """sentences: the verses sent round-robin, `requests` calls per throughput run (default:
     each verse once); `latency_sentences` of them (evenly spaced) are sent one at a time.
     settings: server settings other than the defaults ({"intra_op_threads": "1"}, say);
-    command: the command line, for the report."""
+    command: the command line, for the report; http_client: aiohttp or httpx."""
+    if http_client not in HTTP_CLIENTS:
+        raise ValueError(f"http_client must be one of {', '.join(HTTP_CLIENTS)}, not {http_client!r}")
     options = pb.DecodingOptions(beam_size=1, alignment=pb.ALIGNMENT_WORDS)
     requests = requests or len(sentences)
     singles = spread(sentences, latency_sentences)
@@ -167,13 +212,14 @@ def bench_http(model: Path, sentences: list[str], repeats: int = 5, concurrency:
             raise RuntimeError("the server's HTTP front is off (ATTNMT_HTTP_PORT)")
         warm = min(concurrency, 8)
         for protocol in PROTOCOLS:         # warm-up, errors not counted: the server's and each client's
-            _load(server, protocol, sentences, warm, 2 * concurrency, options, Counter())
+            _load(server, protocol, sentences, warm, 2 * concurrency, options, Counter(), http_client)
         same = asyncio.run(_texts(server, singles, options))
         for r in range(repeats):
             order = PROTOCOLS if r % 2 == 0 else PROTOCOLS[::-1]
-            run = {p: _round(server, p, sentences, concurrency, requests, options, errors[p]) for p in order}
+            run = {p: _round(server, p, sentences, concurrency, requests, options, errors[p], http_client)
+                   for p in order}
             for p in order:
-                run[p].update(_single(server, p, singles, options, errors[p]))
+                run[p].update(_single(server, p, singles, options, errors[p], http_client))
             runs.append(run)
 
     def median(protocol: str, key: str) -> float | None:
@@ -198,7 +244,7 @@ def bench_http(model: Path, sentences: list[str], repeats: int = 5, concurrency:
     ratios = {"throughput": ratio("sentences_per_s"), "server_cpu_per_sentence": ratio("server_cpu_ms_per_sentence"),
               "client_cpu_per_sentence": ratio("client_cpu_ms_per_sentence"),
               "latency_p50": ratio("concurrency_1_p50_ms"), "latency_p90": ratio("concurrency_1_p90_ms")}
-    return {"machine": host, "command": command, "clients": clients(), "model": model.name,
+    return {"machine": host, "command": command, "clients": clients(http_client), "model": model.name,
             "server_settings": settings or "defaults", "sentences": len(sentences), "requests": requests,
             "latency_sentences": len(singles), "repeats": repeats, "concurrency": concurrency,
             "calls": {p: repeats * (requests + len(singles)) for p in PROTOCOLS},

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 
+import aiohttp
 import httpx
+import pytest
 
 from attnmt.bench.http import bench_http, format_http
 from attnmt.service.cli import main
@@ -16,9 +18,11 @@ FIGURES = {"sentences_per_s", "server_cpu_ms_per_sentence", "client_cpu_ms_per_s
            "concurrency_1_p50_ms", "concurrency_1_p90_ms", "errors"}
 
 
-def test_bench_http(tiny_model):
+@pytest.mark.parametrize("client", ["aiohttp", "httpx"])
+def test_bench_http(tiny_model, client):
     sentences = [s for s, _ in synthetic_corpus(12, seed=3)]
-    report = bench_http(tiny_model, sentences, repeats=1, concurrency=4, requests=16, latency_sentences=4)
+    report = bench_http(tiny_model, sentences, repeats=1, concurrency=4, requests=16, latency_sentences=4,
+                        http_client=client)
 
     assert (report["sentences"], report["requests"], report["latency_sentences"]) == (12, 16, 4)
     assert report["errors"] == 0 and report["calls"] == {"grpc": 20, "http": 20}
@@ -32,7 +36,8 @@ def test_bench_http(tiny_model):
                                              "latency_p50", "latency_p90"}
     assert [(t["goal"], type(t["met"])) for t in report["targets"]] == [("≥ 0.9", bool), ("≤ 1.2", bool)]
     assert len(report["runs"]) == 1 and set(report["runs"][0]) == {"grpc", "http"}
-    assert report["clients"]["http"] == f"httpx {httpx.__version__} AsyncClient, HTTP/1.1 keep-alive"
+    version = (aiohttp if client == "aiohttp" else httpx).__version__
+    assert report["clients"]["http"].startswith(f"{client} {version} ")
 
     table = format_http(report)
     assert "| | gRPC | HTTP | HTTP / gRPC |" in table and "| target | measured | goal | met |" in table
@@ -48,5 +53,5 @@ def test_bench_http_command(tiny_model, tmp_path, capsys):
     report, table = json.loads(out.read_text()), capsys.readouterr().out
     assert report["errors"] == 0 and report["requests"] == 6 and report["same_text"]["same"] == 2
     assert report["command"] == (f"attnmt bench http --model {tiny_model} --data {data} --repeats 1 "
-                                 "--concurrency 4 --latency-sentences 2")
+                                 "--concurrency 4 --latency-sentences 2 --client aiohttp")
     assert f"Command: `{report['command']}`" in table and "sentences/s at concurrency 4" in table
