@@ -85,6 +85,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--heatmaps", type=int, default=4, help="test sentences to plot")
     p.add_argument("--out", type=Path, help="where to write hypotheses and heatmaps (default: MODEL/eval or RUN/eval)")
     p.add_argument("--write-manifest", action="store_true", help="record the scores in MODEL/manifest.json")
+    p.add_argument("--baseline", type=Path, metavar="HYPS",
+                   help="another system's translations of the split (a line each, e.g. the bundled model's "
+                        "eval/DATA/test.beam5.en): the beam search's paired bootstrap against it, in the report")
     p.add_argument("--shortlist-change", action="store_true",
                    help="instead: greedy BLEU on the dev split with and without MODEL's lexical shortlist, written "
                         "into its manifest (what `attnmt export` leaves to this command)")
@@ -295,7 +298,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         print(json.dumps(shortlist_change(args.model, args.data)))
         return 0
     from attnmt.bench.evaluate import evaluate
-    report = evaluate(args.model, args.data, args.split, args.beam, args.heatmaps, args.out, args.write_manifest)
+    report = evaluate(args.model, args.data, args.split, args.beam, args.heatmaps, args.out, args.write_manifest,
+                      args.baseline)
     print(json.dumps(report, indent=2))
     return 0
 

@@ -40,6 +40,23 @@ def score(hyps: list[str], refs: list[str]) -> dict:
             "chrf": round(sacrebleu.corpus_chrf(hyps, [refs]).score, 2)}
 
 
+def paired_bootstrap(hyps: list[str], baseline: list[str], refs: list[str], samples: int = 1000) -> dict:
+    """sacreBLEU's paired bootstrap resampling (Koehn 2004) of `hyps` against `baseline` on the same
+    sentences: each metric's difference (hyps − baseline) and its p-value, as `sacrebleu --paired-bs`."""
+    from sacrebleu.metrics import BLEU, CHRF
+    from sacrebleu.significance import PairedTest
+    if not len(hyps) == len(baseline) == len(refs):
+        raise ValueError(f"paired bootstrap: {len(hyps)} hypotheses, {len(baseline)} baseline lines, "
+                         f"{len(refs)} references")
+    _, result = PairedTest([("baseline", baseline), ("system", hyps)], {"bleu": BLEU(), "chrf": CHRF()}, [refs],
+                           test_type="bs", n_samples=samples)()
+    out = {"samples": samples}
+    for metric, key in zip(("bleu", "chrf"), [k for k in result if k != "System"]):
+        base, system = result[key]
+        out[metric] = {"difference": round(system.score - base.score, 2), "p": round(float(system.p_value), 4)}
+    return out
+
+
 def placeholders_kept(sources: list[str], hyps: list[str]) -> dict:
     """Of the sentences with placeholders (printf, brace, shell, inline tags), how many
     translations hold exactly the source's, as multisets."""
@@ -70,7 +87,10 @@ def shortlist_change(model_dir: Path, data_dir: Path, split: str = "dev") -> dic
 
 
 def evaluate(model_dir: Path, data_dir: Path, split: str = "test", beam: int = 5, heatmaps: int = 4,
-             out: Path | None = None, write_manifest: bool = False) -> dict:
+             out: Path | None = None, write_manifest: bool = False, baseline: Path | None = None) -> dict:
+    """`baseline`: another system's translations of the split, a line each (e.g. the bundled
+    model's `eval/DATA/test.beam5.en`): the beam search's paired bootstrap against it goes into
+    the report (`beamK.paired`), as does the one against Apertium (`apertium.paired`)."""
     engine = Engine(model_dir)
     translator = Translator(engine, max_tokens=100_000)
     m = engine.manifest
@@ -98,9 +118,14 @@ def evaluate(model_dir: Path, data_dir: Path, split: str = "test", beam: int = 5
         (out / f"{split}.{label}.{m.target_language}").write_text("\n".join(hyps) + "\n", encoding="utf-8")
         report[label] = {**score(hyps, refs), "seconds": round(seconds, 1),
                          "placeholders": placeholders_kept(sources, hyps)}
-    baseline = apertium(sources)
+    best = [t.best.text for t in translations[f"beam{beam}"]]
     if baseline is not None:
-        report["apertium"] = {**score(baseline, refs), "placeholders": placeholders_kept(sources, baseline)}
+        other = Path(baseline).read_text(encoding="utf-8").rstrip("\n").split("\n")
+        report[f"beam{beam}"]["paired"] = {"against": str(baseline), **paired_bootstrap(best, other, refs)}
+    rule_based = apertium(sources)
+    if rule_based is not None:
+        report["apertium"] = {**score(rule_based, refs), "placeholders": placeholders_kept(sources, rule_based),
+                              "paired": {"against": f"beam{beam}", **paired_bootstrap(rule_based, best, refs)}}
 
     for n in range(min(heatmaps, len(pairs))):
         index = n * max(1, len(pairs) // max(heatmaps, 1))
