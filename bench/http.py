@@ -7,8 +7,8 @@ then on HTTP (one aiohttp ClientSession by default, or one httpx.AsyncClient: HT
 keep-alive pool as large as the concurrency, `POST /v1/translate`); then each protocol at
 concurrency 1. The client shares the server's cores, so its CPU is the benchmark's own cost:
 aiohttp spends about 1.6 CPU-ms a call here, httpx about 4.2, grpc.aio 0.85
-(docs/benchmarks.md), and on 2 cores that alone moves the throughput ratio by 0.1. Every call is one verse, greedy,
-word alignments. Medians of the rounds: sentences/s, the server's CPU-seconds per sentence
+(docs/benchmarks.md), and on 2 cores that alone moves the throughput ratio by 0.1. Every
+call is one verse, greedy, word alignments. Medians of the rounds: sentences/s, the server's CPU-seconds per sentence
 (/proc), the client's own (getrusage: this process) apart, p50 and p90 at concurrency 1.
 Every answer must be a 200/OK with a translation: failures are counted, not raised. Once,
 the two protocols translate the latency verses one by one and their texts are compared.
@@ -47,20 +47,29 @@ HTTP_CLIENTS = ("aiohttp", "httpx")
 _TIMEOUT = 120.0     # seconds for one HTTP call: a stuck call is counted, not waited on forever
 
 
-def _http_text(response: httpx.Response) -> str | None:
-    """The translation in a 200 answer, or None."""
-    if response.status_code != 200:
+def _text(status: int, reply) -> str | None:
+    """The translation in a 200 answer (`reply`: its JSON, None when it was not JSON), or None."""
+    if status != 200 or not isinstance(reply, dict):
         return None
-    translations = response.json().get("translations") or [{}]
+    translations = reply.get("translations") or [{}]
     return translations[0].get("text") or None
 
 
-def _http_failure(response: httpx.Response) -> str:
+def _failure(status: int, reply) -> str:
+    if status == 200:
+        return "200 without a translation"
     try:
-        code = response.json()["error"]["code"]
-    except (ValueError, KeyError, TypeError):
+        code = reply["error"]["code"]
+    except (KeyError, TypeError):
         code = "no error body"
-    return f"HTTP {response.status_code} {code}" if response.status_code != 200 else "200 without a translation"
+    return f"HTTP {status} {code}"
+
+
+def _httpx_answer(response: httpx.Response) -> tuple[int, object]:
+    try:
+        return response.status_code, response.json()
+    except ValueError:
+        return response.status_code, None
 
 
 def _http_client(port: int, concurrency: int) -> httpx.AsyncClient:
@@ -68,66 +77,63 @@ def _http_client(port: int, concurrency: int) -> httpx.AsyncClient:
     return httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", limits=limits, timeout=_TIMEOUT)
 
 
-async def closed_loop_http(port: int, sentences: list[str], concurrency: int, requests: int,
-                           options: pb.DecodingOptions, errors: Counter) -> tuple[list[float], float]:
-    """loadtest.closed_loop over HTTP: `concurrency` clients sharing one AsyncClient, each
-    posting its next sentence as soon as the last one is answered; returns the latencies of
-    the calls answered with a translation and the wall time; the others are counted in `errors`."""
+async def _closed_loop(post, sentences: list[str], concurrency: int, requests: int, options: pb.DecodingOptions,
+                       errors: Counter, transport_errors: tuple) -> tuple[list[float], float]:
+    """loadtest.closed_loop over HTTP: `concurrency` clients sharing one client's connection pool,
+    each posting its next sentence as soon as the last one is answered (`post(body)`: the status
+    and the JSON reply of `POST /v1/translate`); returns the latencies of the calls answered with a
+    translation and the wall time; the others are counted in `errors`."""
     latencies: list[float] = []
     counter = iter(range(requests))
     json_options = json_format.MessageToDict(options)     # {"beamSize": 1, "alignment": "ALIGNMENT_WORDS"}
+
+    async def client() -> None:
+        for i in counter:
+            start = time.perf_counter()
+            body = {"sentences": [sentences[i % len(sentences)]], "options": json_options}
+            try:
+                status, reply = await post(body)
+            except transport_errors as e:
+                errors[type(e).__name__] += 1
+                continue
+            if _text(status, reply) is None:
+                errors[_failure(status, reply)] += 1
+                continue
+            latencies.append(time.perf_counter() - start)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(concurrency)))
+    return latencies, time.perf_counter() - start
+
+
+async def closed_loop_http(port: int, sentences: list[str], concurrency: int, requests: int,
+                           options: pb.DecodingOptions, errors: Counter) -> tuple[list[float], float]:
+    """_closed_loop with one httpx.AsyncClient."""
     async with _http_client(port, concurrency) as http:
 
-        async def client() -> None:
-            for i in counter:
-                start = time.perf_counter()
-                body = {"sentences": [sentences[i % len(sentences)]], "options": json_options}
-                try:
-                    response = await http.post("/v1/translate", json=body)
-                except httpx.HTTPError as e:
-                    errors[type(e).__name__] += 1
-                    continue
-                if _http_text(response) is None:
-                    errors[_http_failure(response)] += 1
-                    continue
-                latencies.append(time.perf_counter() - start)
+        async def post(body: dict) -> tuple[int, object]:
+            return _httpx_answer(await http.post("/v1/translate", json=body))
 
-        start = time.perf_counter()
-        await asyncio.gather(*(client() for _ in range(concurrency)))
-        return latencies, time.perf_counter() - start
+        return await _closed_loop(post, sentences, concurrency, requests, options, errors, (httpx.HTTPError,))
 
 
 async def closed_loop_aiohttp(port: int, sentences: list[str], concurrency: int, requests: int,
                               options: pb.DecodingOptions, errors: Counter) -> tuple[list[float], float]:
-    """closed_loop_http with one aiohttp ClientSession (a connection pool of `concurrency`)."""
+    """_closed_loop with one aiohttp ClientSession (a connection pool of `concurrency`)."""
     import aiohttp
-    latencies: list[float] = []
-    counter = iter(range(requests))
-    json_options = json_format.MessageToDict(options)
     connector = aiohttp.TCPConnector(limit=concurrency)
     timeout = aiohttp.ClientTimeout(total=_TIMEOUT)
     async with aiohttp.ClientSession(f"http://127.0.0.1:{port}", connector=connector, timeout=timeout) as http:
 
-        async def client() -> None:
-            for i in counter:
-                start = time.perf_counter()
-                body = {"sentences": [sentences[i % len(sentences)]], "options": json_options}
+        async def post(body: dict) -> tuple[int, object]:
+            async with http.post("/v1/translate", json=body) as response:
                 try:
-                    async with http.post("/v1/translate", json=body) as response:
-                        reply = await response.json(content_type=None)
-                except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as e:
-                    errors[type(e).__name__] += 1
-                    continue
-                if response.status != 200 or not ((reply.get("translations") or [{}])[0].get("text")):
-                    code = reply.get("error", {}).get("code", "no error body") if isinstance(reply, dict) else "?"
-                    errors[f"HTTP {response.status} {code}" if response.status != 200
-                           else "200 without a translation"] += 1
-                    continue
-                latencies.append(time.perf_counter() - start)
+                    return response.status, await response.json(content_type=None)
+                except ValueError:
+                    return response.status, None
 
-        start = time.perf_counter()
-        await asyncio.gather(*(client() for _ in range(concurrency)))
-        return latencies, time.perf_counter() - start
+        return await _closed_loop(post, sentences, concurrency, requests, options, errors,
+                                  (aiohttp.ClientError, asyncio.TimeoutError))
 
 
 def _load(server: ServerProcess, protocol: str, sentences: list[str], concurrency: int, requests: int,
@@ -169,8 +175,9 @@ async def _texts(server: ServerProcess, sentences: list[str], options: pb.Decodi
             except grpc.aio.AioRpcError as e:
                 by_grpc = f"<{e.code().name}>"
             try:
-                response = await http.post("/v1/translate", json={"sentences": [sentence], "options": json_options})
-                by_http = _http_text(response) or f"<{_http_failure(response)}>"
+                answer = _httpx_answer(await http.post("/v1/translate", json={"sentences": [sentence],
+                                                                            "options": json_options}))
+                by_http = _text(*answer) or f"<{_failure(*answer)}>"
             except httpx.HTTPError as e:
                 by_http = f"<{type(e).__name__}>"
             if by_grpc != by_http:
