@@ -54,7 +54,7 @@ from attnmt.service.modeldir.links import (
     rules_from_alpha,
     threshold_links,
 )
-from attnmt.service.text.alignment import EOS_TOKEN, word_groups
+from attnmt.service.text.alignment import EOS_TOKEN, shifted_rows, word_groups
 from attnmt.service.text.translator import Hypothesis, Translator
 
 GOLD = Path(__file__).resolve().parent.parent / "tests" / "data" / "gold-alignments"
@@ -86,13 +86,11 @@ def _readings(hyp: Hypothesis) -> dict[str, np.ndarray]:
     src_starts = [g[0] for g in src_groups]
     words = tgt_groups[:-1]                                                       # target words, </s> dropped
     # alpha: target pieces (incl. </s>) x source pieces (incl. </s>); row k is the step that predicts piece k
-    by_source_word = np.add.reduceat(hyp.alignment, src_starts, axis=1)[:, :-1]   # T x S_words, </s> column dropped
-    last = len(tokens) - 1                                                        # the </s> step
     readings = {"attention": hyp.word_alignment[:-1, :-1]}
     for reading, shift in READINGS.items():
         if shift:                                                                 # a word's rows: its pieces', moved
-            readings[reading] = np.stack([by_source_word[np.clip(np.array(g) + shift, 0, last)].mean(axis=0)
-                                          for g in words])
+            moved = np.add.reduceat(shifted_rows(hyp.alignment, shift), src_starts, axis=1)[:, :-1]   # </s> dropped
+            readings[reading] = np.stack([moved[g].mean(axis=0) for g in words])
     return readings
 
 

@@ -24,12 +24,17 @@ from attnmt.service.modeldir.tokenizer import WORD_BOUNDARY
 EOS_TOKEN = "</s>"
 
 
+def shifted_rows(alpha: np.ndarray, steps: int) -> np.ndarray:
+    """Row k becomes row k + steps, clipped to the first and last rows."""
+    return alpha[np.clip(np.arange(len(alpha)) + steps, 0, len(alpha) - 1)] if len(alpha) else alpha
+
+
 def shift_att(alpha: np.ndarray) -> np.ndarray:
     """Shift-Att (Chen et al. 2020): row k becomes the step that reads piece k as its input,
     step k + 1; the last row (`</s>`'s, or a translation cut at its length limit) keeps its own.
     A head trained on the links that way (`guided_alignment.shift_head`) needs the piece it
     aligns as its input, which the step that predicts the piece has not seen yet."""
-    return alpha[np.minimum(np.arange(1, len(alpha) + 1), len(alpha) - 1)] if len(alpha) else alpha
+    return shifted_rows(alpha, 1)
 
 
 def word_groups(pieces: list[str]) -> list[list[int]]:
