@@ -55,3 +55,8 @@ def test_bench_http_command(tiny_model, tmp_path, capsys):
     assert report["command"] == (f"attnmt bench http --model {tiny_model} --data {data} --repeats 1 "
                                  "--concurrency 4 --latency-sentences 2 --client aiohttp")
     assert f"Command: `{report['command']}`" in table and "sentences/s at concurrency 4" in table
+
+
+def test_bench_http_names_its_clients(tiny_model):
+    with pytest.raises(ValueError, match="http_client must be one of aiohttp, httpx, not 'requests'"):
+        bench_http(tiny_model, ["a"], http_client="requests")
