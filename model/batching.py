@@ -25,6 +25,10 @@ class Batch:
     tgt_out: Tensor   # batch x tgt_len: y_1 ... y_T </s>
     indices: list[int]
 
+    def to(self, device: torch.device | str) -> "Batch":
+        return Batch(self.src.to(device), self.lengths.to(device), self.tgt_in.to(device), self.tgt_out.to(device),
+                     self.indices)
+
     @property
     def target_tokens(self) -> int:
         return int((self.tgt_out != PAD_ID).sum())

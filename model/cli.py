@@ -76,6 +76,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run", type=Path, required=True, help="run directory: checkpoints, logs, tokenizer")
     p.add_argument("--data-dir", help="override data_dir: {split}.tsv or {split}.{src,tgt}")
     p.add_argument("--max-minutes", type=float, help="override max_minutes")
+    p.add_argument("--device", choices=["cpu", "cuda"], help="override device: where the updates run (a run resumes on "
+                                                              "either)")
     p.add_argument("--init-from", help="override init_from: a run or model directory whose weights start this run")
     p.add_argument("--score-function", choices=["bahdanau", "general", "dot", "scaled_dot"],
                    help="override an RNNsearch's model.attention, its alignment score a(s_{i-1}, h_j)")
@@ -233,7 +235,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     run_config = args.run / "config.yaml"
     config = args.config or (run_config if run_config.exists() else None)
     cfg = TrainConfig.from_yaml(config, data_dir=args.data_dir, max_minutes=args.max_minutes,
-                               init_from=args.init_from, score_function=args.score_function)
+                               init_from=args.init_from, score_function=args.score_function, device=args.device)
     result = train(cfg, args.run)
     print(json.dumps({k: v for k, v in result.items() if k != "history"}))
     return 0

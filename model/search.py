@@ -77,9 +77,9 @@ def greedy_decode(model: RNNsearch | Transformer, src: Tensor, lengths: Tensor, 
     """Batched greedy search; finished rows leave the batch. Returns token ids (no </s>)."""
     steps = decoder_steps(model, src, lengths)
     batch = src.size(0)
-    limit = length_limits(lengths, max_ratio, max_extra)                   # batch
-    prev = torch.full((batch,), BOS_ID, dtype=torch.long)
-    alive = torch.arange(batch)                                            # rows still decoding
+    limit = length_limits(lengths, max_ratio, max_extra).tolist()          # batch
+    prev = torch.full((batch,), BOS_ID, dtype=torch.long, device=src.device)
+    alive = torch.arange(batch, device=src.device)                         # rows still decoding
     outputs: list[list[int]] = [[] for _ in range(batch)]
     step = 0
     while alive.numel():
@@ -93,7 +93,7 @@ def greedy_decode(model: RNNsearch | Transformer, src: Tensor, lengths: Tensor, 
             outputs[row].append(tok)
             if step < limit[row]:
                 keep.append(k)
-        keep_t = torch.tensor(keep, dtype=torch.long)
+        keep_t = torch.tensor(keep, dtype=torch.long, device=src.device)
         alive, prev = alive[keep_t], tokens[keep_t]
         steps.select(keep_t)
     return outputs
@@ -101,9 +101,10 @@ def greedy_decode(model: RNNsearch | Transformer, src: Tensor, lengths: Tensor, 
 
 def translate_ids(model: RNNsearch | Transformer, sources: list[list[int]], batch_size: int = 64) -> list[list[int]]:
     model.eval()
+    device = next(model.parameters()).device
     results: list[list[int]] = [[] for _ in sources]
     for indices in inference_batches(sources, batch_size):
-        batch = make_batch([sources[i] for i in indices], None, indices)
+        batch = make_batch([sources[i] for i in indices], None, indices).to(device)
         for i, out in zip(indices, greedy_decode(model, batch.src, batch.lengths)):
             results[i] = out
     return results

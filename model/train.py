@@ -17,6 +17,7 @@ left off. A checkpoint without `architecture` is an RNNsearch's.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import random
@@ -93,6 +94,8 @@ class TrainConfig:
     new_vocabulary: bool = False       # with init_from: train a new SentencePiece on this run's data and carry
                                        # the weights over to it (model/transfer.py); false: keep init_from's
     threads: int = 0                   # torch intra-op threads (0: torch's default)
+    device: str = "cpu"                # cpu | cuda: where the updates and dev decoding run (cuda: TF32 matrix
+                                       # products); checkpoints load on either, so a run may move between them
     log_every: int = 50
     guided_alignment: GuidedAlignmentConfig = field(default_factory=GuidedAlignmentConfig)
     model: ModelConfig | TransformerConfig = field(default_factory=ModelConfig)
@@ -196,6 +199,20 @@ def load_model(path: Path) -> RNNsearch | Transformer:
     return model.eval()
 
 
+def training_device(name: str) -> torch.device:
+    """`device` as torch's; cuda only where PyTorch sees a GPU (never a silent fall back to the CPU)."""
+    if name not in ("cpu", "cuda"):
+        raise ValueError(f"device must be cpu or cuda, not {name!r}")
+    if name == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError("device cuda: PyTorch sees no CUDA GPU here (torch.cuda.is_available() is False); "
+                             "use device cpu")
+        # TF32 matrix products: the Transformer trains in fp32 weights either way.
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    return torch.device(name)
+
+
 def learning_rate(cfg: TrainConfig, step: int) -> float:
     """With warm-up: the peak × min(step / warmup, sqrt(warmup / step)) (Vaswani et al.'s
     d^-0.5 · min(step^-0.5, step · warmup^-1.5) with the peak named instead of d)."""
@@ -262,8 +279,9 @@ def guided_links(cfg: TrainConfig, run_dir: Path, tok: Tokenizer, train_src: lis
         return None
     # Converting word links to pieces takes a minute or two on a large corpus: the first start
     # caches them in the run directory, so that a resume stays cheap.
-    stat = path.stat()
-    source = f"{path.resolve()} {stat.st_size} {stat.st_mtime_ns} placeholder_rate={cfg.placeholder_rate}"
+    # Keyed by the links' content, not their path or time, so that a run directory copied to
+    # another machine (a GPU's) keeps its cache.
+    source = f"{path.name} sha256={hashlib.sha256(path.read_bytes()).hexdigest()} placeholder_rate={cfg.placeholder_rate}"
     cache = run_dir / "piece_links.npz"
     links = load_links(cache, source)
     if links is None:
@@ -289,6 +307,7 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
     torch.manual_seed(cfg.seed)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
+    device = training_device(cfg.device)
 
     config_file = run_dir / "config.yaml"
     if not config_file.exists():
@@ -319,6 +338,7 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
     model = ARCHITECTURES[cfg.architecture][1](cfg.model)
     if cfg.init_from:
         model.load_state_dict(initial_weights(cfg, run_dir, log, model))
+    model.to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate, betas=(0.9, cfg.adam_beta2),
                                  eps=cfg.adam_eps)
     state = {"epoch": 0, "batch_in_epoch": 0, "step": 0, "best_bleu": -1.0, "flat": 0, "flat_since_decay": 0,
@@ -392,7 +412,7 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
         batches = bucket_batches(train_src, train_tgt, cfg.token_budget, cfg.seed, state["epoch"])
         for b in range(state["batch_in_epoch"], len(batches)):
             indices = batches[b]
-            batch = make_batch([train_src[i] for i in indices], [train_tgt[i] for i in indices], indices)
+            batch = make_batch([train_src[i] for i in indices], [train_tgt[i] for i in indices], indices).to(device)
             if cfg.warmup_steps:
                 for group in optimizer.param_groups:
                     group["lr"] = learning_rate(cfg, state["step"] + 1)
@@ -403,6 +423,7 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
             guide = guide_matrix([train_links[i] for i in indices], batch.src.size(1),
                                  batch.tgt_out.size(1)) if train_links else None
             if guide is not None:
+                guide = guide.to(device)
                 alpha = model.alignment(alphas) if isinstance(model, Transformer) else alphas   # B x T x S
                 align_loss, rows = guided_alignment_loss(alpha, guide)
                 objective = objective + cfg.guided_alignment.weight * align_loss / rows.clamp_min(1)

@@ -131,8 +131,12 @@ def test_a_client_that_goes_away_frees_its_rows(tiny_model):
                                       "ATTNMT_DEFAULT_BEAM_SIZE": "1", "FAULTS": "step_delay_ms=10"}) as server:
         with pytest.raises(httpx.ReadTimeout):
             httpx.post(server.http + "/v1/align", json=SLOW_ALIGN, timeout=0.5)
+        # The event loop counts the cancellation when the client goes (Scheduler.cancel); the
+        # decode worker frees the rows at its next step boundary and only then sets the gauge:
+        # wait for both, since the counter shows first.
         give_up = time.monotonic() + 10
-        while server.metric("attnmt_rejected_total", reason="cancelled") < 1 and time.monotonic() < give_up:
+        while ((server.metric("attnmt_rejected_total", reason="cancelled") < 1
+                or server.metric("attnmt_inflight_sentences") != 0) and time.monotonic() < give_up):
             time.sleep(0.05)
         assert server.metric("attnmt_rejected_total", reason="cancelled") == 1
         assert server.metric("attnmt_inflight_sentences") == 0

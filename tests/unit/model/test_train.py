@@ -1,5 +1,6 @@
 import json
 
+import pytest
 import torch
 
 from attnmt.model.train import TrainConfig, load_model, train
@@ -52,3 +53,27 @@ def test_unknown_option_is_named(tmp_path):
         assert "learning_rat" in str(e)
     else:
         raise AssertionError("unknown option accepted")
+
+
+def test_cuda_without_a_gpu_is_refused_naming_the_field(tmp_path):
+    data = write_corpus(tmp_path / "data", {"train": 50, "dev": 5})
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: the refusal is for machines without one")
+    with pytest.raises(ValueError, match="device cuda: PyTorch sees no CUDA GPU"):
+        train(tiny_config(data, device="cuda"), tmp_path / "run")
+    with pytest.raises(ValueError, match="device must be cpu or cuda, not 'gpu'"):
+        train(tiny_config(data, device="gpu"), tmp_path / "run2")
+
+
+def test_a_run_moves_between_cpu_and_cuda(tmp_path):
+    """Started on the CPU, resumed on a GPU (the everyday5 stage's path), and the other way."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU here (torch.cuda.is_available() is False)")
+    data = write_corpus(tmp_path / "data", {"train": 300, "dev": 10})
+    run = tmp_path / "run"
+    cfg = tiny_config(data, max_epochs=3, checkpoint_every=5, log_every=5)
+    first = train(TrainConfig(**{**cfg.__dict__, "max_steps": 5}), run)
+    on_gpu = train(TrainConfig(**{**cfg.__dict__, "max_steps": 15, "device": "cuda"}), run)
+    back = train(TrainConfig(**{**cfg.__dict__, "max_steps": 20}), run)
+    assert (first["steps"], on_gpu["steps"], back["steps"]) == (5, 15, 20)
+    assert on_gpu["history"][-1]["dev_bleu"] >= 0 and isinstance(load_model(run / "best.pt"), torch.nn.Module)

@@ -3,6 +3,7 @@ checkpoint averaging) and its PyTorch search: tiny sizes, a few seconds."""
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -351,3 +352,26 @@ def test_pytorch_beam_search_is_the_serving_engines(tiny_model, engine):
         for search, hyps in zip(searches, ours):
             assert hyps[0].tokens == search.best()[0].tokens
             assert hyps[0].score == pytest.approx(search.best()[0].score, abs=1e-4)
+
+
+def test_the_links_cache_survives_a_copy_of_the_run(toy_run, toy_data, tmp_path):
+    """Keyed by the links' content, not their path or time: a corpus and run directory copied to
+    another machine (a GPU's) keep the cache, and a changed links file does not."""
+    data, run = tmp_path / "data", tmp_path / "run"
+    shutil.copytree(toy_data, data)                          # another path, other times
+    run.mkdir()
+    for name in ("piece_links.npz", "spm.model"):
+        shutil.copy(toy_run / name, run)
+    guided = GuidedAlignmentConfig(links=str(data / "train.links"), weight=0.5, layer=-1, head=1, shift_head=2)
+    train(toy_transformer_config(data, guided_alignment=guided, max_steps=1), run)
+    log = (run / "train.log").read_text()
+    assert "600 pairs with links" in log and "links for" not in log
+    links = (data / "train.links").read_text().splitlines()
+    (data / "train.links").write_text("\n".join([""] + links[1:]) + "\n")   # the first pair's links gone
+    again = tmp_path / "again"
+    shutil.copytree(run, again)
+    (again / "last.pt").unlink()
+    (again / "train.log").unlink()
+    train(toy_transformer_config(data, guided_alignment=guided, max_steps=1), again)
+    log = (again / "train.log").read_text()
+    assert "links for 599 of 600 pairs" in log and "599 pairs with links" in log
