@@ -73,11 +73,11 @@ RUN pip install --no-cache-dir --no-deps --no-build-isolation . \
 # The model directory as serving reads it: .dockerignore keeps checkpoint.pt and eval/ out; the
 # manifest marks checkpoint.pt `serving: false`, so the directory is complete without it.
 # load_manifest checks the rest, every checksum, as the server will.
-# Two models: the default RNNsearch and the Transformer, served beside it by name.
-COPY models/rnnsearch-es-en/ /models/rnnsearch-es-en/
+# Two models: the default Transformer and the RNNsearch, served beside it by name.
 COPY models/transformer-es-en/ /models/transformer-es-en/
+COPY models/rnnsearch-es-en/ /models/rnnsearch-es-en/
 RUN python -c 'from attnmt.service.modeldir.manifest import load_manifest; \
-    [load_manifest(m) for m in ("/models/rnnsearch-es-en", "/models/transformer-es-en")]'
+    [load_manifest(m) for m in ("/models/transformer-es-en", "/models/rnnsearch-es-en")]'
 
 # --- runtime: the virtualenv, the model directory, a non-root user ---
 FROM ${PYTHON_IMAGE}
@@ -91,7 +91,7 @@ ENV PATH=/opt/attnmt/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     ORT_DISABLE_TELEMETRY=1 \
-    ATTNMT_MODELS=/models/rnnsearch-es-en,/models/transformer-es-en
+    ATTNMT_MODELS=/models/transformer-es-en,/models/rnnsearch-es-en
 
 # A fixed numeric uid, so Kubernetes' runAsNonRoot can verify it without /etc/passwd.
 RUN groupadd --system --gid 10001 attnmt \

@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip install -q -c constraints.txt
 MODEL ?= models/rnnsearch-es-en
 # `make serve` serves these, the first the default (a request names another by its manifest's name).
-SERVE_MODELS ?= $(MODEL) models/transformer-es-en
+SERVE_MODELS ?= models/transformer-es-en $(MODEL)
 DATA ?= data/bible
 SOFTWARE ?= data/gettext
 MIXED ?= data/es-en
@@ -15,8 +15,8 @@ RUN ?= runs/rnnsearch-es-en
 # export (TRANSFORMER_EXPORT), its checkpoint.pt left out (docs/transformer.md)
 TRANSFORMER_RUN ?= runs/transformer-es-en
 TRANSFORMER_MODEL ?= $(TRANSFORMER_RUN)/model
-# the bundled weights since 2026-11-26's fourth session: the second everyday stage's last three checkpoints
-TRANSFORMER_EXPORT_RUN ?= $(TRANSFORMER_RUN)-everyday3
+# the bundled weights since 2026-11-26's fifth session: the fourth everyday stage (trained on a GPU), its last three validations averaged
+TRANSFORMER_EXPORT_RUN ?= $(TRANSFORMER_RUN)-everyday5
 TRANSFORMER_AVERAGE ?= 3
 TRANSFORMER_CHECKPOINT ?= averaged-last$(TRANSFORMER_AVERAGE).pt
 TRANSFORMER_EXPORT ?= $(TRANSFORMER_EXPORT_RUN)/model

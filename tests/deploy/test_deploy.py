@@ -29,7 +29,7 @@ ADAPTER = DEPLOY / "prometheus-adapter" / "values.yaml"
 KUBERNETES_VERSION = "1.30.0"    # the stated minimum: preStop sleep is on by default from 1.30
 GRPC_PORT, HTTP_PORT, METRICS_PORT = 50051, 8080, 8002
 SERVICE = "attnmt.v1.Translator"
-MODEL_DIRS = ["/models/rnnsearch-es-en", "/models/transformer-es-en"]      # the default first
+MODEL_DIRS = ["/models/transformer-es-en", "/models/rnnsearch-es-en"]      # the default first
 
 # What service/server/metrics.py exports (test_metric_list_matches_the_service keeps this honest).
 COUNTERS = {"grpc_server_started_total", "grpc_server_handled_total", "grpc_server_msg_received_total",

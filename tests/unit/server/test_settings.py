@@ -14,7 +14,7 @@ from conftest import RunningServer
 def test_defaults_work_out_of_the_box():
     s = Settings()
     assert s.port == 50051 and s.metrics_port == 8002 and s.batching == "continuous"
-    assert s.models[0].name == "rnnsearch-es-en"
+    assert s.models[0].name == "transformer-es-en"
 
 
 def test_the_idle_batch_waits_only_where_a_batch_closes():
