@@ -8,7 +8,8 @@
 # CPython 3.12, which the machine lacks), data.tar.xz (the mix's train and dev splits),
 # train.links.xz, piece_links.npz.xz (the run's cache of piece links, keyed by the links' content),
 # spm.model; and .gpu-t2/checkpoint.pt in the repository (the starting weights, float16).
-# Env: CONFIG, RUN, INIT (where the config's init_from points), DATA (its data_dir), OVERRIDES
+# Env: CONFIG, RUN, INIT (where the config's init_from points), DATA (its data_dir), PIECES and
+# WEIGHTS (where the two pieces are), OVERRIDES
 # (a JSON object of TrainConfig fields, e.g. '{"device": "cpu", "max_steps": 2}' and NO_SITE=1 for a
 # dry run on a CPU machine).
 set -u -o pipefail
@@ -19,6 +20,7 @@ INIT=${INIT:-runs/transformer-es-en-everyday4/model}
 DATA=${DATA:-data/es-en-everyday4}
 PIECES=${PIECES:-/tmp/pieces/.gpu-t1}
 SITE=${SITE:-/tmp/site-train}
+WEIGHTS=${WEIGHTS:-.gpu-t2/checkpoint.pt}
 start=$(date +%s)
 stamp() { echo "== $(( $(date +%s) - start )) s: $*"; }
 
@@ -28,7 +30,7 @@ mkdir -p "$OUT" "$SITE" "$INIT" "$RUN" "$DATA"
 xz -dc "$PIECES/data.tar.xz" | tar x || exit 4
 test -f "$DATA/train.links" || xz -dc "$PIECES/train.links.xz" > "$DATA/train.links" || exit 5
 test -f "$RUN/piece_links.npz" || xz -dc "$PIECES/piece_links.npz.xz" > "$RUN/piece_links.npz" || exit 6
-cp "$PIECES/spm.model" "$INIT/" && cp .gpu-t2/checkpoint.pt "$INIT/" || exit 7
+cp "$PIECES/spm.model" "$INIT/" && cp "$WEIGHTS" "$INIT/checkpoint.pt" || exit 7
 # attnmt's worlds linked in as the package (the layout of the editable install, with no build)
 mkdir -p "$SITE/attnmt"
 for world in service model bench; do ln -sfn "$PWD/$world" "$SITE/attnmt/$world"; done

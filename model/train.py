@@ -281,7 +281,8 @@ def guided_links(cfg: TrainConfig, run_dir: Path, tok: Tokenizer, train_src: lis
     # caches them in the run directory, so that a resume stays cheap.
     # Keyed by the links' content, not their path or time, so that a run directory copied to
     # another machine (a GPU's) keeps its cache.
-    source = f"{path.name} sha256={hashlib.sha256(path.read_bytes()).hexdigest()} placeholder_rate={cfg.placeholder_rate}"
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    source = f"{path.name} sha256={digest} placeholder_rate={cfg.placeholder_rate}"
     cache = run_dir / "piece_links.npz"
     links = load_links(cache, source)
     if links is None:
