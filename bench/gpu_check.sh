@@ -38,6 +38,7 @@ timeout "${TEST_S:-200}" python3 -m pytest -q -p no:cacheprovider -rA --timeout 
     tests/unit/inference/test_cuda.py \
     "tests/unit/inference/test_decoding.py::test_cuda_gives_the_cpu_answers" \
     "tests/unit/model/test_export.py::test_cuda_without_a_gpu_is_refused_not_silently_cpu" \
+    "tests/unit/model/test_train.py::test_a_run_moves_between_cpu_and_cuda" \
     2>&1 | tee "$OUT/pytest.log" | tail -30
 
 stamp bench gpu
