@@ -96,6 +96,7 @@ class TrainConfig:
     threads: int = 0                   # torch intra-op threads (0: torch's default)
     device: str = "cpu"                # cpu | cuda: where the updates and dev decoding run (cuda: TF32 matrix
                                        # products); checkpoints load on either, so a run may move between them
+                                       # (a resume restores the CPU's random state, not the GPU's dropout masks)
     log_every: int = 50
     guided_alignment: GuidedAlignmentConfig = field(default_factory=GuidedAlignmentConfig)
     model: ModelConfig | TransformerConfig = field(default_factory=ModelConfig)
