@@ -143,6 +143,9 @@ score-functions: $(VENV)/.dev
 		test -f runs/score-$$score/model/manifest.json || $(BIN)/attnmt export --run runs/score-$$score \
 			--out runs/score-$$score/model --name score-$$score --no-shortlist || exit 1; \
 	done
+	# one table of the four: BLEU/chrF greedy and beam 5, gold AER, sentences/s (bench/score_functions.py)
+	$(BIN)/attnmt bench score-functions $(foreach score,$(SCORE_FUNCTIONS),--model runs/score-$(score)/model) \
+		--data $(DATA) $(SOFTWARE) tests/data/everyday --json runs/score-functions.json
 
 # Refused without a run (checked before anything is installed): a newcomer has none,
 # and the bundled model in $(MODEL) is already exported.

@@ -1,5 +1,5 @@
 """The measurement subcommands of `attnmt`: bench (engine, server, offline, serving, http, glossary,
-quality, overload, soak, order), evaluate, evaluate-alignment, fit-quality.
+quality, score-functions, overload, soak, order), evaluate, evaluate-alignment, fit-quality.
 
 Found by `attnmt` through the `attnmt.commands` entry point; the modules that run them
 (torch, grpc, sacrebleu, the client) are imported only when one runs, so they cost
@@ -52,6 +52,19 @@ def _gpu(args: argparse.Namespace) -> int:
     sources = source_sentences(models[0], args.data, args.sentences)
     report = bench_gpu(models, sources, tuple(args.rows or (64, 256)), args.repeats, device=args.device)
     return _bench_report(report, format_gpu(report), args.json)
+
+
+def _score_functions(args: argparse.Namespace) -> int:
+    from attnmt.bench.score_functions import bench_score_functions, format_score_functions, score_function
+    for model in args.model:                    # a Transformer, or a manifest that names no score: refused
+        try:
+            score_function(model)
+        except ValueError as e:
+            print(f"attnmt bench score-functions: {e}", file=sys.stderr)
+            return 2
+    report = bench_score_functions(args.model, args.data, Path(args.gold) if args.gold else None, args.sentences,
+                                   args.speed_sentences, args.repeats, args.threads, args.samples)
+    return _bench_report(report, format_score_functions(report), args.json)
 
 
 def _soak(args: argparse.Namespace) -> int:
@@ -185,6 +198,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--beam", type=int, default=5)
     b.add_argument("--table", type=Path, help="also write the Markdown table here")
     b.set_defaults(func=cmd_bench_quality)
+    b = bench.add_parser("score-functions", help="RNNsearch's score functions side by side (all with Bahdanau's query "
+                                                 "s_{i-1}): BLEU/chrF greedy and beam 5 on each test split, gold "
+                                                 "AER of the rule chosen on dev, greedy sentences/s at batch 64")
+    b.add_argument("--model", type=Path, action="append", required=True,
+                   help="an exported RNNsearch directory (repeatable: a row each)")
+    b.add_argument("--data", type=Path, nargs="+",
+                   default=[REPO / "data" / "bible", REPO / "data" / "gettext", REPO / "tests" / "data" / "everyday"],
+                   help="data directories with a test split (default: data/bible data/gettext tests/data/everyday); "
+                        "the speed is measured on the first")
+    b.add_argument("--gold", default=str(REPO / "tests" / "data" / "gold-alignments"),
+                   help="directory with {dev,test}.tsv aligned by hand ('' or a directory without them: AER not "
+                        "measured)")
+    b.add_argument("--sentences", type=int, help="test sentences per data directory, evenly spaced (default: all)")
+    b.add_argument("--speed-sentences", type=int, default=128, help="test sentences of the first data directory "
+                                                                     "decoded for the speed")
+    b.add_argument("--repeats", type=int, default=3, help="speed rounds, the models alternated in each; the best kept")
+    b.add_argument("--threads", type=int, default=0, help="intra-op threads of each engine (0: ONNX Runtime's "
+                                                          "default)")
+    b.add_argument("--samples", type=int, default=1000, help="bootstrap resamples of the gold pairs")
+    b.add_argument("--json", type=Path, help="also write the report here")
+    b.set_defaults(func=_score_functions)
     _register_serving_benches(bench)
 
     p = sub.add_parser("fit-quality", help="fit a model's quality-estimation weights on its dev split and write "
