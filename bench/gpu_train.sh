@@ -30,7 +30,7 @@ mkdir -p "$OUT" "$SITE" "$INIT" "$RUN" "$DATA"
 xz -dc "$PIECES/data.tar.xz" | tar x || exit 4
 test -f "$DATA/train.links" || xz -dc "$PIECES/train.links.xz" > "$DATA/train.links" || exit 5
 test -f "$RUN/piece_links.npz" || xz -dc "$PIECES/piece_links.npz.xz" > "$RUN/piece_links.npz" || exit 6
-cp "$PIECES/spm.model" "$INIT/" && cp "$WEIGHTS" "$INIT/checkpoint.pt" || exit 7
+cp "$PIECES/spm.model" "$INIT/" && { [ -z "$WEIGHTS" ] || cp "$WEIGHTS" "$INIT/checkpoint.pt"; } || exit 7  # WEIGHTS='': from scratch
 # attnmt's worlds linked in as the package (the layout of the editable install, with no build)
 mkdir -p "$SITE/attnmt"
 for world in service model bench; do ln -sfn "$PWD/$world" "$SITE/attnmt/$world"; done
