@@ -302,6 +302,7 @@ def guided_links(cfg: TrainConfig, run_dir: Path, tok: Tokenizer, train_src: lis
 
 
 def train(cfg: TrainConfig, run_dir: Path) -> dict:
+    device = training_device(cfg.device)          # refused before anything is written
     run_dir.mkdir(parents=True, exist_ok=True)
     log = Log(run_dir / "train.log")
     random.seed(cfg.seed)
@@ -309,7 +310,6 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
     torch.manual_seed(cfg.seed)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    device = training_device(cfg.device)
 
     config_file = run_dir / "config.yaml"
     if not config_file.exists():

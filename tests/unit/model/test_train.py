@@ -61,6 +61,7 @@ def test_cuda_without_a_gpu_is_refused_naming_the_field(tmp_path):
         pytest.skip("a GPU is here: the refusal is for machines without one")
     with pytest.raises(ValueError, match="device cuda: PyTorch sees no CUDA GPU"):
         train(tiny_config(data, device="cuda"), tmp_path / "run")
+    assert not (tmp_path / "run").exists()                # refused before the run directory is made
     with pytest.raises(ValueError, match="device must be cpu or cuda, not 'gpu'"):
         train(tiny_config(data, device="gpu"), tmp_path / "run2")
 
