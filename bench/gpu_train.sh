@@ -11,7 +11,8 @@
 # Env: CONFIG, RUN, INIT (where the config's init_from points), DATA (its data_dir), PIECES and
 # WEIGHTS (where the two pieces are), OVERRIDES
 # (a JSON object of TrainConfig fields, e.g. '{"device": "cpu", "max_steps": 2}' and NO_SITE=1 for a
-# dry run on a CPU machine).
+# dry run on a CPU machine), UNPACK=only|skip (unpack the pieces and stop, or train on what an
+# earlier call unpacked: bench/gpu_score_functions.sh runs several stages at once that way).
 set -u -o pipefail
 OUT=${OUT:-gpu-out}
 CONFIG=${CONFIG:-model/configs/transformer-es-en-everyday5.yaml}
@@ -20,12 +21,13 @@ INIT=${INIT:-runs/transformer-es-en-everyday4/model}
 DATA=${DATA:-data/es-en-everyday4}
 PIECES=${PIECES:-/tmp/pieces/.gpu-t1}
 SITE=${SITE:-/tmp/site-train}
-WEIGHTS=${WEIGHTS:-.gpu-t2/checkpoint.pt}
+WEIGHTS=${WEIGHTS-.gpu-t2/checkpoint.pt}   # set but empty: from scratch
 start=$(date +%s)
 stamp() { echo "== $(( $(date +%s) - start )) s: $*"; }
 
-stamp unpack
 mkdir -p "$OUT" "$SITE" "$INIT" "$RUN" "$DATA"
+if [ "${UNPACK:-}" != skip ]; then
+stamp unpack
 [ -n "${NO_SITE:-}" ] || xz -dc "$PIECES/site.tar.xz" | tar x -C "$SITE" || exit 3   # NO_SITE=1: a dry run here
 xz -dc "$PIECES/data.tar.xz" | tar x || exit 4
 test -f "$DATA/train.links" || xz -dc "$PIECES/train.links.xz" > "$DATA/train.links" || exit 5
@@ -34,6 +36,8 @@ cp "$PIECES/spm.model" "$INIT/" && { [ -z "$WEIGHTS" ] || cp "$WEIGHTS" "$INIT/c
 # attnmt's worlds linked in as the package (the layout of the editable install, with no build)
 mkdir -p "$SITE/attnmt"
 for world in service model bench; do ln -sfn "$PWD/$world" "$SITE/attnmt/$world"; done
+fi
+[ "${UNPACK:-}" != only ] || exit 0
 export PYTHONPATH="$SITE" PYTHONUNBUFFERED=1
 nvidia-smi -L 2>/dev/null
 

@@ -72,7 +72,8 @@ def test_a_run_moves_between_cpu_and_cuda(tmp_path):
         pytest.skip("no CUDA GPU here (torch.cuda.is_available() is False)")
     data = write_corpus(tmp_path / "data", {"train": 300, "dev": 10})
     run = tmp_path / "run"
-    cfg = tiny_config(data, max_epochs=3, checkpoint_every=5, log_every=5)
+    # 300 pairs are 5 batches an epoch: 5 epochs leave room for the 20 updates
+    cfg = tiny_config(data, max_epochs=5, checkpoint_every=5, log_every=5)
     first = train(TrainConfig(**{**cfg.__dict__, "max_steps": 5}), run)
     on_gpu = train(TrainConfig(**{**cfg.__dict__, "max_steps": 15, "device": "cuda"}), run)
     back = train(TrainConfig(**{**cfg.__dict__, "max_steps": 20}), run)
