@@ -4,19 +4,21 @@ errors in LibreTranslate's shape; never a translation into the wrong language.""
 
 from __future__ import annotations
 
+import threading
+
 import httpx
 import pytest
 
 from conftest import REPO, SHORT, RunningServer
 
-BUNDLED = REPO / "models" / "rnnsearch-es-en"
+BUNDLED = REPO / "models" / "transformer-es-en"          # the default model
 SPANISH = "No se puede abrir el archivo: permiso denegado."
 FRENCH = "Impossible d'ouvrir le fichier de configuration : permission refusée par le système."
 
 
 @pytest.fixture(scope="module")
 def lt(tiny_model):
-    """The bundled es->en model (the default) beside the tiny xx->en one."""
+    """The default es->en model beside the tiny xx->en one."""
     with RunningServer([BUNDLED, tiny_model], {"ATTNMT_DEFAULT_BEAM_SIZE": "4"}) as server, \
             httpx.Client(base_url=server.http, timeout=60) as client:
         client.server = server
@@ -125,7 +127,48 @@ def test_cors_on_every_answer_to_a_browser(lt):
     assert r.headers["access-control-allow-origin"] == "*"
 
 
-def test_keys_and_overload_in_libretranslates_shape(tiny_model, tmp_path):
+def test_discourses_requests(lt):
+    """discourse-translator's app/services/discourse_translator/provider/libre_translate.rb: every
+    call a form with `api_key` (empty when no key is set); GET /languages to check the pair, POST
+    /detect on the post's text without its tags and `res[0]["language"]` as the source, then POST
+    /translate with `format: html` and reads `translatedText`."""
+    languages = lt.get("/languages").json()
+    assert any(o["code"] == "es" for o in languages) and any(o["code"] == "en" for o in languages)
+    post = "<p>No se puede abrir el <b>archivo</b>: permiso denegado.</p>"
+    detected = lt.post("/detect", data={"q": "No se puede abrir el archivo: permiso denegado.", "api_key": ""})
+    assert detected.status_code == 200 and detected.json()[0]["language"] == "es"
+    r = lt.post("/translate", data={"q": post, "source": detected.json()[0]["language"], "target": "en",
+                                    "format": "html", "api_key": ""})
+    assert r.status_code == 200, r.text
+    text = r.json()["translatedText"]
+    assert isinstance(text, str) and text.startswith("<p>") and "<b>" in text and text.endswith("</p>")
+
+
+def test_overload_is_429_with_retry_after_in_libretranslates_shape(tiny_model):
+    """Mastodon backs off on 429 and gives up on 403: a full queue must be the former."""
+    env = {"ATTNMT_MAX_QUEUE": "2", "ATTNMT_MAX_BATCH_ROWS": "1", "ATTNMT_MAX_BEAM_SIZE": "1",
+           "ATTNMT_DEFAULT_BEAM_SIZE": "1", "ATTNMT_RETRY_AFTER_SECONDS": "2", "FAULTS": "step_delay_ms=20"}
+    with RunningServer([tiny_model], env) as server:
+        answers: list[httpx.Response] = []
+
+        def one() -> None:
+            answers.append(httpx.post(server.http + "/translate", data={"q": SHORT, "source": "xx", "target": "en"},
+                                      timeout=60))
+        threads = [threading.Thread(target=one) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        refused = [r for r in answers if r.status_code == 429]
+        assert refused and any(r.status_code == 200 for r in answers), [r.text for r in answers]
+        assert {r.status_code for r in answers} <= {200, 429}
+        for r in refused:
+            assert r.headers["retry-after"] == "2"
+            assert set(r.json()) == {"error"} and r.json()["error"].startswith("Slowdown: "), r.text
+            assert "max_queue" in r.json()["error"]
+
+
+def test_keys_in_libretranslates_shape(tiny_model, tmp_path):
     keys = tmp_path / "keys"
     keys.write_text("secret-1 weblate\n")
     with RunningServer([tiny_model], {"ATTNMT_API_KEYS": str(keys)}) as server:
