@@ -79,7 +79,8 @@ _REPO = REPO
 def model_and_data_arguments(b: argparse.ArgumentParser, sentences: bool = True) -> None:
     """--model, --data (and --sentences): what every benchmark and measurement reads."""
     b.add_argument("--model", type=Path, default=REPO / "models" / "rnnsearch-es-en",
-                   help="model directory (default: the bundled model)")
+                   help="model directory (default: models/rnnsearch-es-en, the model every benchmark table before "
+                        "2026-11-26 measured; the served default is models/transformer-es-en)")
     b.add_argument("--data", type=Path, default=REPO / "data" / "bible",
                    help="data directory with the test split (default: data/bible)")
     if sentences:
@@ -211,7 +212,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="directory with {dev,test}.tsv aligned by hand ('' or a directory without them: AER not "
                         "measured)")
     b.add_argument("--sentences", type=int, help="test sentences per data directory, evenly spaced (default: all)")
-    b.add_argument("--speed-sentences", type=int, default=128, help="test sentences of the first data directory "
+    b.add_argument("--speed-sentences", type=int, default=512, help="test sentences of the first data directory "
                                                                      "decoded for the speed")
     b.add_argument("--repeats", type=int, default=3, help="speed rounds, the models alternated in each; the best kept")
     b.add_argument("--threads", type=int, default=0, help="intra-op threads of each engine (0: ONNX Runtime's "

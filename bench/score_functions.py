@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import numpy as np
 import sacrebleu
 
 from attnmt.bench.evaluate import score
@@ -52,15 +53,32 @@ def score_function(model_dir: Path) -> str:
     return m.score_function
 
 
-def _quality(translator: Translator, test_sets: dict[str, list[tuple[str, str]]]) -> dict:
-    """Each test set's BLEU and chrF, greedy and beam."""
-    out = {}
+def _quality(translator: Translator, test_sets: dict[str, list[tuple[str, str]]]) -> tuple[dict, dict]:
+    """Each test set's BLEU and chrF, greedy and beam; and how peaked the greedy outputs' α is on
+    the first set."""
+    out, peak = {}, {}
     for name, pairs in test_sets.items():
         sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
-        out[name] = {label: score([t.best.text for t in translator.translate(sources, options)], refs)
-                     for label, options in (("greedy", SearchOptions()),
-                                            (f"beam{BEAM}", SearchOptions(beam_size=BEAM)))}
-    return out
+        out[name] = {}
+        for label, options in (("greedy", SearchOptions()), (f"beam{BEAM}", SearchOptions(beam_size=BEAM))):
+            translations = translator.translate(sources, options)
+            out[name][label] = score([t.best.text for t in translations], refs)
+            if not peak:
+                peak = {"test_set": name, **alpha_peak([t.best.alignment for t in translations])}
+    return out, peak
+
+
+def alpha_peak(alignments: list[np.ndarray]) -> dict:
+    """Over every target piece: the mean of its largest α, and the mean entropy of its α row over
+    log(source length) (1: uniform over the source, 0: on one piece). A score function whose α
+    stays near uniform shows here before it shows in AER."""
+    rows = [a / a.sum(axis=1, keepdims=True) for a in (np.asarray(a, dtype=np.float64) for a in alignments)
+            if a.size and a.shape[1] > 1]
+    largest = np.concatenate([a.max(axis=1) for a in rows])
+    entropy = np.concatenate([-(a * np.log(np.clip(a, 1e-12, None))).sum(axis=1) / np.log(a.shape[1])
+                              for a in rows])
+    return {"mean_largest_alpha": round(float(largest.mean()), 3),
+            "mean_normalised_entropy": round(float(entropy.mean()), 3), "target_pieces": int(largest.size)}
 
 
 def _alignment(model_dir: Path, gold: Path, samples: int, seed: int) -> dict | None:
@@ -79,12 +97,17 @@ def _speed(translators: list[Translator], texts: list[str], repeats: int) -> lis
     for translator in translators:
         translator.translate(texts[:8], SearchOptions(), max_rows=SPEED_ROWS)          # warm-up
     seconds: list[list[float]] = [[] for _ in translators]
+    pieces = [0] * len(translators)
     for _ in range(repeats):
-        for translator, timings in zip(translators, seconds):
+        for i, (translator, timings) in enumerate(zip(translators, seconds)):
             start = time.perf_counter()
-            translator.translate(texts, SearchOptions(), max_rows=SPEED_ROWS)
+            out = translator.translate(texts, SearchOptions(), max_rows=SPEED_ROWS)
             timings.append(time.perf_counter() - start)
-    return [{"sentences_per_s": round(len(texts) / min(t), 1), "seconds": [round(s, 3) for s in t]} for t in seconds]
+            pieces[i] = sum(len(t.best.target_tokens) for t in out)
+    # a model that writes longer outputs takes more steps for the same sentences: the pieces a
+    # second (decoder steps of one row) compare the score functions' cost per step
+    return [{"sentences_per_s": round(len(texts) / min(t), 1), "target_pieces_per_s": round(n / min(t)),
+             "target_pieces": n, "seconds": [round(s, 3) for s in t]} for t, n in zip(seconds, pieces)]
 
 
 def _gold_missing(gold: Path | None) -> str | None:
@@ -96,7 +119,7 @@ def _gold_missing(gold: Path | None) -> str | None:
 
 
 def bench_score_functions(models: list[Path], data_dirs: list[Path], gold: Path | None, sentences: int | None = None,
-                          speed_sentences: int = 128, repeats: int = 3, threads: int = 0, samples: int = 1000,
+                          speed_sentences: int = 512, repeats: int = 3, threads: int = 0, samples: int = 1000,
                           seed: int = 25) -> dict:
     """One entry per model directory, in the order given; `gold` None (or without dev.tsv and
     test.tsv) leaves AER unmeasured. Speed is measured on the first data directory's test split."""
@@ -124,7 +147,7 @@ def bench_score_functions(models: list[Path], data_dirs: list[Path], gold: Path 
     for model_dir, name, translator in zip(models, scores, translators):
         report["models"].append({
             "model": str(model_dir), "name": translator.engine.manifest.name, "score_function": name,
-            "label": LABELS[name], "quality": _quality(translator, test_sets),
+            "label": LABELS[name], **dict(zip(("quality", "alpha"), _quality(translator, test_sets))),
             "alignment": None if gold_skipped else _alignment(model_dir, gold, samples, seed)})
     for entry, speed in zip(report["models"], _speed(translators, speed_texts, repeats)):
         entry["speed"] = speed
@@ -144,13 +167,16 @@ def format_score_functions(report: dict) -> str:
     beam, sets = report["beam"], list(report["test_sets"])
     header = (["score function a(s_{i−1}, h_j)", "model"]
               + [f"{name} {search} BLEU / chrF" for name in sets for search in ("greedy", f"beam {beam}")]
-              + ["gold test AER % [95 % CI]", "hard-link rule (dev AER %)", "greedy sentences/s"])
-    lines = ["| " + " | ".join(header) + " |", "|---|---|" + "---:|" * (2 * len(sets)) + "---:|---|---:|"]
+              + ["gold test AER % [95 % CI]", "hard-link rule (dev AER %)", "greedy sentences/s",
+                 "greedy target pieces/s", f"mean largest α ({sets[0]} greedy)"])
+    lines = ["| " + " | ".join(header) + " |", "|---|---|" + "---:|" * (2 * len(sets)) + "---:|---|---:|---:|---:|"]
     for entry in report["models"]:
         quality = [f"{q[search]['bleu']:.1f} / {q[search]['chrf']:.1f}"
                    for q in (entry["quality"][name] for name in sets) for search in ("greedy", f"beam{beam}")]
         lines.append("| " + " | ".join([entry["label"], entry["name"], *quality, *_aer_cells(entry["alignment"]),
-                                        f"{entry['speed']['sentences_per_s']:.1f}"]) + " |")
+                                        f"{entry['speed']['sentences_per_s']:.1f}",
+                                        f"{entry['speed']['target_pieces_per_s']:,}",
+                                        f"{entry['alpha']['mean_largest_alpha']:.3f}"]) + " |")
     counts = ", ".join(f"{name} {t['sentences']}" + (" (whole split)" if t["chosen"] == "whole split"
                                                       else f" of {t['of']} (evenly spaced)")
                        for name, t in report["test_sets"].items())

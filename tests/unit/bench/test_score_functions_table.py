@@ -9,9 +9,10 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from attnmt.bench.score_functions import bench_score_functions, format_score_functions, score_function
+from attnmt.bench.score_functions import alpha_peak, bench_score_functions, format_score_functions, score_function
 from attnmt.service.cli import main
 from conftest import ADJECTIVES, synthetic_corpus, tiny_config, write_corpus
 from unit.model.test_score_functions import widths
@@ -77,6 +78,8 @@ def test_a_row_per_score_function_with_scores_aer_and_speed(models, tmp_path):
         assert aer["test_pairs"] == aer["dev_pairs"] == 8 and isinstance(aer["rule"], str)
         assert 0 <= aer["test_aer_ci"][0] <= aer["test_aer"] <= aer["test_aer_ci"][1] <= 1
         assert row["speed"]["sentences_per_s"] > 0 and len(row["speed"]["seconds"]) == 1
+        assert row["speed"]["target_pieces_per_s"] >= row["speed"]["sentences_per_s"]     # </s> at least
+        assert 0 < row["alpha"]["mean_largest_alpha"] <= 1 and 0 <= row["alpha"]["mean_normalised_entropy"] <= 1
     table = format_score_functions(report)
     print(table)
     lines = table.splitlines()
@@ -118,3 +121,10 @@ def test_a_transformer_or_a_manifest_without_the_field_is_refused(models, tiny_t
     (unnamed / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ValueError, match=rf"{unnamed}: the manifest's {field} is None"):
         score_function(unnamed)
+
+
+def test_alpha_peak_tells_a_flat_alpha_from_a_peaked_one():
+    flat, peaked = np.full((3, 4), 0.25), np.eye(4)[:3]
+    assert alpha_peak([flat]) == {"mean_largest_alpha": 0.25, "mean_normalised_entropy": 1.0, "target_pieces": 3}
+    assert alpha_peak([peaked, flat])["mean_largest_alpha"] == 0.625
+    assert alpha_peak([peaked])["mean_normalised_entropy"] == 0.0
