@@ -2,7 +2,7 @@
 Debian's chromium-driver, against a real `attnmt serve` of the tiny model. What the page shows is
 held against what POST /v1/translate answers for the same request.
 
-`ATTNMT_SCREENSHOT=1` also writes docs/page.png from the bundled Spanish model (the README's picture).
+`ATTNMT_SCREENSHOT=1` also writes docs/page.png from the default Spanish model (the README's picture).
 """
 
 from __future__ import annotations
@@ -253,9 +253,9 @@ def test_the_page_runs_under_its_policy_without_console_errors(browser, server):
 @pytest.mark.skipif(os.environ.get("ATTNMT_SCREENSHOT") != "1", reason="writes docs/page.png: ATTNMT_SCREENSHOT=1")
 def test_screenshot_of_the_bundled_model_for_the_readme(browser):
     Image = pytest.importorskip("PIL.Image")        # Pillow (matplotlib's, in the train extra) shrinks the PNG
-    # two sentences: one the model knows (software messages), one it does not (so it is flagged)
+    # two sentences: a software message and an everyday question, through the default model
     document = "El archivo de configuración no existe. ¿Dónde está la estación de tren más cercana?"
-    with RunningServer([REPO / "models" / "rnnsearch-es-en"]) as bundled:
+    with RunningServer([REPO / "models" / "transformer-es-en"]) as bundled:
         translate(browser, bundled, document, beam=5, n_best=2)
         browser.set_window_size(1000, 1000)
         height = browser.execute_script("return document.documentElement.scrollHeight")
