@@ -343,3 +343,14 @@ def slow_align(stub, **kwargs):
     it keeps a decoding row busy for a while."""
     from attnmt.service.stubs import translator_pb2 as pb
     return stub.Align.future(pb.AlignRequest(source=LONG, target=LONG_TARGET), **kwargs)
+
+
+def at_once(call, count: int) -> list:
+    """`call()` from `count` threads started together; their answers, in the order they came."""
+    answers: list = []
+    threads = [threading.Thread(target=lambda: answers.append(call())) for _ in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return answers

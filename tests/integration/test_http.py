@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from attnmt.service.stubs import translator_pb2 as pb
-from conftest import LONG, LONG_TARGET, SHORT, RunningServer, error_of
+from conftest import LONG, LONG_TARGET, SHORT, RunningServer, at_once, error_of
 
 SLOW_ALIGN = {"source": LONG, "target": LONG_TARGET}      # forced decoding, ~950 steps
 
@@ -149,15 +149,7 @@ def test_overload_is_429_with_retry_after(tiny_model):
            "ATTNMT_DEFAULT_BEAM_SIZE": "1", "ATTNMT_RETRY_AFTER_SECONDS": "0.25",
            "ATTNMT_MAX_TOKENS_PER_SENTENCE": "1024", "FAULTS": "step_delay_ms=2"}
     with RunningServer([tiny_model], env) as server:
-        answers: list[httpx.Response] = []
-
-        def one() -> None:
-            answers.append(httpx.post(server.http + "/v1/align", json=SLOW_ALIGN, timeout=60))
-        threads = [threading.Thread(target=one) for _ in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        answers = at_once(lambda: httpx.post(server.http + "/v1/align", json=SLOW_ALIGN, timeout=60), 8)
         refused = [r for r in answers if r.status_code == 429]
         assert refused and any(r.status_code == 200 for r in answers)
         assert {r.status_code for r in answers} <= {200, 429}

@@ -4,12 +4,10 @@ errors in LibreTranslate's shape; never a translation into the wrong language.""
 
 from __future__ import annotations
 
-import threading
-
 import httpx
 import pytest
 
-from conftest import REPO, SHORT, RunningServer
+from conftest import REPO, SHORT, RunningServer, at_once
 
 BUNDLED = REPO / "models" / "transformer-es-en"          # the default model
 SPANISH = "No se puede abrir el archivo: permiso denegado."
@@ -149,16 +147,8 @@ def test_overload_is_429_with_retry_after_in_libretranslates_shape(tiny_model):
     env = {"ATTNMT_MAX_QUEUE": "2", "ATTNMT_MAX_BATCH_ROWS": "1", "ATTNMT_MAX_BEAM_SIZE": "1",
            "ATTNMT_DEFAULT_BEAM_SIZE": "1", "ATTNMT_RETRY_AFTER_SECONDS": "2", "FAULTS": "step_delay_ms=20"}
     with RunningServer([tiny_model], env) as server:
-        answers: list[httpx.Response] = []
-
-        def one() -> None:
-            answers.append(httpx.post(server.http + "/translate", data={"q": SHORT, "source": "xx", "target": "en"},
-                                      timeout=60))
-        threads = [threading.Thread(target=one) for _ in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        answers = at_once(lambda: httpx.post(server.http + "/translate", timeout=60,
+                                             data={"q": SHORT, "source": "xx", "target": "en"}), 8)
         refused = [r for r in answers if r.status_code == 429]
         assert refused and any(r.status_code == 200 for r in answers), [r.text for r in answers]
         assert {r.status_code for r in answers} <= {200, 429}
