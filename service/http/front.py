@@ -33,6 +33,7 @@ from attnmt.service.http import libretranslate, native
 from attnmt.service.http.context import CallEnded, Caller, HttpContext, call, key_name
 from attnmt.service.server import rpc_record
 from attnmt.service.server.app import SERVICE_NAME
+from attnmt.service.server.metrics import CALL_PROTOCOL
 
 log = logging.getLogger("attnmt")
 
@@ -101,6 +102,7 @@ class Metered:
                 status[0] = message["status"]
             await send(message)
         start = time.perf_counter()
+        CALL_PROTOCOL.set("http")          # this request's task only: the sentences it sends count as http
         self.front.in_flight += 1
         metrics.http_active.inc()
         try:

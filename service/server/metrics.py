@@ -7,6 +7,8 @@ counters ending in `_total` and no per-request labels.
 
 from __future__ import annotations
 
+from contextvars import ContextVar
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 
 disable_created_metrics()  # no *_created series: they double the scrape and dashboards ignore them
@@ -16,6 +18,11 @@ STEP_BUCKETS = (0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 
 ROW_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 
 REJECT_REASONS = ("queue_full", "invalid_input", "draining", "cancelled", "deadline_exceeded")
+PROTOCOLS = ("grpc", "http")
+# The protocol of the call being answered, for the `protocol` label: "grpc" unless the HTTP front
+# (service/http/front.py, `Metered`) set "http" for the task that answers an HTTP request. A sentence
+# carries it into the decode worker on its Job.
+CALL_PROTOCOL: ContextVar[str] = ContextVar("attnmt_call_protocol", default="grpc")
 
 
 class Metrics:
@@ -56,13 +63,14 @@ class Metrics:
                                       buckets=STEP_BUCKETS, registry=r)
         self.encoder_seconds = Histogram("attnmt_encoder_seconds", "Time to encode the sentences joining a step.",
                                          buckets=STEP_BUCKETS, registry=r)
-        self.sentences = Counter("attnmt_sentences_total", "Sentences translated or aligned.", ("model",), registry=r)
+        self.sentences = Counter("attnmt_sentences_total", "Sentences translated or aligned, by model and by the "
+                                 "protocol they came by (grpc, http).", ("model", "protocol"), registry=r)
         self.source_tokens = Counter("attnmt_source_tokens_total", "Source tokens of translated sentences.",
                                      ("model",), registry=r)
         self.target_tokens = Counter("attnmt_target_tokens_total", "Target tokens generated (best hypothesis).",
                                      ("model",), registry=r)
-        self.rejected = Counter("attnmt_rejected_total", "Sentences not translated, by reason.", ("reason",),
-                                registry=r)
+        self.rejected = Counter("attnmt_rejected_total", "Sentences not translated, by reason and by the protocol "
+                                "they came by (grpc, http).", ("reason", "protocol"), registry=r)
         self.step_failures = Counter("attnmt_step_failures_total", "Decoder steps that raised.", registry=r)
         self.idle_steps = Counter("attnmt_idle_steps_total", "Decoder steps run while the server was idle (at most "
                                   "8 rows, nobody waiting or refused for 10 s): with idle_spinning, on spinning "
@@ -76,4 +84,5 @@ class Metrics:
                                 registry=r)
         self.ready = Gauge("attnmt_ready", "1 when every model is loaded and warmed up.", registry=r)
         for reason in REJECT_REASONS:  # present from the start, so rate() works from the first scrape
-            self.rejected.labels(reason)
+            for protocol in PROTOCOLS:
+                self.rejected.labels(reason, protocol)

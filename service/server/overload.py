@@ -14,7 +14,7 @@ from typing import Callable
 import grpc
 
 from attnmt.service.errors import Overloaded
-from attnmt.service.server.metrics import Metrics
+from attnmt.service.server.metrics import CALL_PROTOCOL, Metrics
 from attnmt.service.server.status import abort
 
 
@@ -61,7 +61,7 @@ class RetryHint:
 def queue_full(waiting: int, max_queue: int, sentences: int, hint: RetryHint, metrics: Metrics) -> Overloaded:
     """Refuse `sentences` because `waiting` sentences fill a queue of `max_queue`: counts
     them and returns the error to end the call with, carrying `hint`'s delay."""
-    metrics.rejected.labels("queue_full").inc(sentences)
+    metrics.rejected.labels("queue_full", CALL_PROTOCOL.get()).inc(sentences)
     delay = hint.refused()
     return Overloaded(f"queue full: {waiting} sentences waiting, max_queue is {max_queue}; "
                       f"retry after {delay:g}s", delay)

@@ -17,7 +17,7 @@ from attnmt.service.errors import DecodeFailed, Unavailable
 from attnmt.service.inference.search import Search
 from attnmt.service.server import rpc_record
 from attnmt.service.server.admission import INTERACTIVE
-from attnmt.service.server.metrics import Metrics
+from attnmt.service.server.metrics import CALL_PROTOCOL, Metrics
 from attnmt.service.server.overload import RetryHint, queue_full
 from attnmt.service.server.worker import DecodeWorker, Job, Result, SchedulerLimits
 from attnmt.service.text.translator import Translator
@@ -67,7 +67,8 @@ class Scheduler:
         if waiting + len(searches) > self.limits.max_queue:
             raise queue_full(waiting, self.limits.max_queue, len(searches), self.retry_hint, self.metrics)
         loop = asyncio.get_running_loop()
-        jobs = [Job(s, loop.create_future(), deadline, client, priority) for s in searches]
+        protocol = CALL_PROTOCOL.get()
+        jobs = [Job(s, loop.create_future(), deadline, client, priority, protocol) for s in searches]
         rpc_record.attach(self.model, jobs)         # for traces and the request log, when they are on
         self.worker.put(jobs)
         return jobs
@@ -80,7 +81,7 @@ class Scheduler:
             if unanswered and not job.cancelled:
                 job.cancelled = True
                 expired = job.expired(time.monotonic())
-                self.metrics.rejected.labels("deadline_exceeded" if expired else "cancelled").inc()
+                self.metrics.rejected.labels("deadline_exceeded" if expired else "cancelled", job.protocol).inc()
         self.worker.poke()
 
     # --- results from the worker thread ---------------------------------------
@@ -104,7 +105,7 @@ class Scheduler:
                 continue
             search = job.search
             hyp = search.best()[0]
-            self.metrics.sentences.labels(self.model).inc()
+            self.metrics.sentences.labels(self.model, job.protocol).inc()
             self.metrics.source_tokens.labels(self.model).inc(search.src_len)
             self.metrics.target_tokens.labels(self.model).inc(len(hyp.tokens))
             job.future.set_result(search)

@@ -16,7 +16,7 @@ from attnmt.service.inference.search import Search, SearchOptions
 from attnmt.service.server import convert
 from attnmt.service.server.admission import BULK, INTERACTIVE
 from attnmt.service.server.cache import TranslationCache
-from attnmt.service.server.metrics import Metrics
+from attnmt.service.server.metrics import CALL_PROTOCOL, Metrics
 from attnmt.service.server.scheduler import Job, Scheduler
 from attnmt.service.server.settings import Settings
 from attnmt.service.server.status import abort, error_pb
@@ -68,7 +68,7 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
 
     def _model(self, name: str, sentences: int = 1) -> ServedModel:
         if self.draining:
-            self.metrics.rejected.labels("draining").inc(sentences)
+            self.metrics.rejected.labels("draining", CALL_PROTOCOL.get()).inc(sentences)
             raise Unavailable("server is shutting down; retry on another replica")
         served = self.models.get(name or self.default)
         if served is None:
@@ -144,7 +144,7 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
     def _rejected_input(self, error: AttnmtError, sentences: int = 1) -> None:
         """attnmt_rejected_total counts sentences, whatever the reason."""
         if isinstance(error, InvalidInput):
-            self.metrics.rejected.labels("invalid_input").inc(max(sentences, 1))
+            self.metrics.rejected.labels("invalid_input", CALL_PROTOCOL.get()).inc(max(sentences, 1))
 
     async def _documents(self, served: ServedModel, entries, text_format: int, split: bool, options: SearchOptions,
                          opts: pb.DecodingOptions, context, fields: list[str],

@@ -65,6 +65,7 @@ class Job:
     deadline: float | None            # time.monotonic() value
     client: str = ""                  # who asked (admission is fair between clients)
     priority: int = INTERACTIVE       # INTERACTIVE (unary calls) or BULK (streams)
+    protocol: str = "grpc"            # how the call came (metrics' `protocol` label)
     enqueued: float = field(default_factory=time.monotonic)
     cancelled: bool = False
     # Written by the worker, for traces and the request log (rpc_record.py): when the
@@ -211,7 +212,7 @@ class DecodeWorker:
         if job.cancelled:                            # the caller is gone: nobody to answer
             return []
         job.cancelled = True
-        self.metrics.rejected.labels("deadline_exceeded").inc()
+        self.metrics.rejected.labels("deadline_exceeded", job.protocol).inc()
         return [(job, DeadlineExceeded("deadline exceeded before the translation finished"))]
 
     def _defer_joining(self) -> bool:

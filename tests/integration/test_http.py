@@ -24,7 +24,7 @@ def http(server):
 
 
 def test_a_translation_over_http_is_the_one_over_grpc(server, stub, http):
-    before = server.metric("attnmt_sentences_total")
+    before = {p: server.metric("attnmt_sentences_total", protocol=p) for p in ("grpc", "http")}
     over_grpc = stub.Translate(pb.TranslateRequest(sentences=[SHORT, LONG],
                                                    options=pb.DecodingOptions(alignment=pb.ALIGNMENT_HARD)))
     r = http.post("/v1/translate", json={"sentences": [SHORT, LONG], "options": {"alignment": "ALIGNMENT_HARD"}})
@@ -34,8 +34,9 @@ def test_a_translation_over_http_is_the_one_over_grpc(server, stub, http):
     assert [t["hypotheses"][0]["alignment"]["pharaoh"] for t in body["translations"]] == \
         [t.hypotheses[0].alignment.pharaoh for t in over_grpc.translations]
     assert body["model"] == over_grpc.model
-    # the worker counts the sentences whichever protocol they came by
-    assert server.metric("attnmt_sentences_total") - before == 4
+    # the worker counts the sentences whichever protocol they came by, labelled with it
+    assert {p: server.metric("attnmt_sentences_total", protocol=p) - before[p] for p in before} == \
+        {"grpc": 2, "http": 2}
 
 
 def test_fields_in_either_spelling_and_enums_by_name(http):
@@ -156,7 +157,8 @@ def test_overload_is_429_with_retry_after(tiny_model):
         for r in refused:
             assert r.headers["retry-after"] == "1"            # 0.25 s, in the whole seconds HTTP allows
             assert r.json()["error"]["code"] == "RESOURCE_EXHAUSTED" and "max_queue" in r.json()["error"]["message"]
-        assert server.metric("attnmt_rejected_total", reason="queue_full") == len(refused)
+        assert server.metric("attnmt_rejected_total", reason="queue_full", protocol="http") == len(refused)
+        assert server.metric("attnmt_rejected_total", protocol="grpc") == 0
 
 
 def test_api_keys_when_configured(tiny_model, tmp_path):

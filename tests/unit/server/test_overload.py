@@ -49,7 +49,7 @@ def test_a_queue_full_refusal_is_counted_and_carries_the_hint():
     error = queue_full(waiting=3, max_queue=2, sentences=4, hint=hint, metrics=metrics)
     assert isinstance(error, Overloaded) and error.retry_after == 0.25
     assert str(error) == "queue full: 3 sentences waiting, max_queue is 2; retry after 0.25s"
-    assert metrics.registry.get_sample_value("attnmt_rejected_total", {"reason": "queue_full"}) == 4
+    assert metrics.registry.get_sample_value("attnmt_rejected_total", {"reason": "queue_full", "protocol": "grpc"}) == 4
     assert status_of(error) == grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
