@@ -212,6 +212,10 @@ def cmd_data_mix(args: argparse.Namespace) -> int:
         if mark not in ("", "untagged"):
             print(f"attnmt data mix: {spec}: the third part may only be 'untagged'", file=sys.stderr)
             return 2
+        if weight and not weight.isdigit():
+            print(f"attnmt data mix: {spec}: the weight must be a whole number of copies (0: dev only), "
+                  f"not {weight!r}", file=sys.stderr)
+            return 2
         corpora.append((Path(path), int(weight or 1), mark == "untagged"))
     print(json.dumps(mix(args.out_dir, corpora, args.dev_max)))
     return 0

@@ -3,7 +3,10 @@ with weight 0 (no train split, only the dev it lends to validation)."""
 
 import json
 
+import pytest
+
 from attnmt.model.data.gettext import mix
+from attnmt.service.cli import main
 
 
 def write(directory, split, pairs):
@@ -44,3 +47,15 @@ def test_an_untagged_copy_drops_the_sources_tag_and_lends_no_dev(tmp_path):
     assert counts == {"train": 6, "dev": 1}
     assert "(untagged: sources without their leading tag): train 2 pairs × 2, dev 0 pairs" in \
         (tmp_path / "mix" / "DATA_CARD.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("data/x:2:tagged", "the third part may only be 'untagged'"),
+    ("data/x:1.5", "the weight must be a whole number of copies (0: dev only), not '1.5'"),
+    ("data/x:-1", "not '-1'"),
+])
+def test_a_spec_it_cannot_read_is_refused_naming_it(tmp_path, capsys, spec, message):
+    assert main(["data", "mix", str(tmp_path / "mix"), spec]) == 2
+    err = capsys.readouterr().err
+    assert f"attnmt data mix: {spec}: " in err and message in err
+    assert not (tmp_path / "mix").exists()
