@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from attnmt.bench.gpu import divergence_margins
 from attnmt.service.cli import main
+from attnmt.service.errors import ModelLoadError
+from attnmt.service.inference.engine import Engine, EngineOptions
 from attnmt.service.inference.search import SearchOptions
 from conftest import synthetic_corpus, write_corpus
 
@@ -51,3 +55,17 @@ def test_a_greedy_difference_is_measured_where_the_outputs_part(translator):
     assert margin["pieces"] == [best.target_tokens[i], forced.target_tokens[i]]
     # greedy took the piece with the higher log-probability, so the margin is that gap
     assert margin["margin"] > 0
+
+
+def test_bench_gpu_without_a_gpu_is_refused_not_run_on_the_cpu(tiny_model, tmp_path, capsys):
+    try:
+        Engine(tiny_model, EngineOptions(device="cuda"))
+        pytest.skip("a usable GPU is here: the refusal is for machines without one")
+    except ModelLoadError:
+        pass
+    data = write_corpus(tmp_path / "data", {"test": 4})
+    out = tmp_path / "gpu.json"
+    assert main(["bench", "gpu", "--device", "cuda", "--model", str(tiny_model), "--data", str(data),
+                 "--repeats", "1", "--json", str(out)]) == 1
+    assert "asked for CUDAExecutionProvider but ONNX Runtime gave ['CPUExecutionProvider']" in capsys.readouterr().err
+    assert not out.exists()
