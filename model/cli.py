@@ -81,6 +81,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--init-from", help="override init_from: a run or model directory whose weights start this run")
     p.add_argument("--score-function", choices=["bahdanau", "general", "dot", "scaled_dot"],
                    help="override an RNNsearch's model.attention, its alignment score a(s_{i-1}, h_j)")
+    p.add_argument("--seed", type=int, help="override seed (initial weights, batch order, dropout): runs that differ "
+                                            "only in it measure the spread a comparison must beat")
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("export", help="export a run's best checkpoint to an ONNX model directory")
@@ -239,7 +241,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     run_config = args.run / "config.yaml"
     config = args.config or (run_config if run_config.exists() else None)
     cfg = TrainConfig.from_yaml(config, data_dir=args.data_dir, max_minutes=args.max_minutes,
-                               init_from=args.init_from, score_function=args.score_function, device=args.device)
+                               init_from=args.init_from, score_function=args.score_function, device=args.device,
+                               seed=args.seed)
     result = train(cfg, args.run)
     print(json.dumps({k: v for k, v in result.items() if k != "history"}))
     return 0

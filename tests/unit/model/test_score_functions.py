@@ -121,3 +121,18 @@ def test_one_config_trains_each_score_function_at_the_same_widths():
     assert len({(c.model.decoder_hidden, c.seed, c.token_budget, c.max_steps, c.data_dir) for c in runs.values()}) == 1
     with pytest.raises(ValueError, match="a transformer has none"):
         TrainConfig.from_yaml(REPO / "model" / "configs" / "transformer-es-en.yaml", score_function="dot")
+
+
+def test_make_score_functions_command_line_sets_the_score_and_the_seed(tmp_path, monkeypatch):
+    """What `make score-functions` runs for each seed: `attnmt train --score-function S --seed N`."""
+    import attnmt.model.train as train_module
+    from attnmt.service.cli import main
+    from conftest import REPO
+    seen = {}
+    monkeypatch.setattr(train_module, "train", lambda cfg, run: seen.update(cfg=cfg, run=run) or {"steps": 0})
+    config = REPO / "model" / "configs" / "rnnsearch-es-en-score-functions.yaml"
+    assert main(["train", "--config", str(config), "--score-function", "dot", "--seed", "2027",
+                 "--run", str(tmp_path / "run")]) == 0
+    assert (seen["cfg"].model.attention, seen["cfg"].seed) == ("dot", 2027)
+    assert main(["train", "--config", str(config), "--run", str(tmp_path / "run")]) == 0
+    assert (seen["cfg"].model.attention, seen["cfg"].seed) == ("bahdanau", 2026)      # the config's own
