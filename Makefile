@@ -138,21 +138,20 @@ SCORE_FUNCTIONS ?= bahdanau general dot scaled_dot
 # the config's own seed (2026) runs in runs/score-NAME, each further seed in runs/score-seedN-NAME; a run
 # already exported is kept (the runs of 2026-11-26 other than bahdanau's first were trained on a lent GPU)
 SCORE_SEEDS ?= 2026 2027
-score_run = runs/score-$(if $(filter 2026,$(1)),,seed$(1)-)$(2)
 .PHONY: score-functions
 score-functions: $(VENV)/.dev
-	for seed in $(SCORE_SEEDS); do for score in $(SCORE_FUNCTIONS); do \
-		run=runs/score-$$([ $$seed = 2026 ] || echo seed$$seed-)$$score; \
+	# each run trained and exported unless it is already, then one table of every run: BLEU/chrF greedy and
+	# beam 5, gold AER, speed, α's peak (bench/score_functions.py); the software test split cut to 1,048
+	# evenly spaced messages, as the README's table
+	models=; for seed in $(SCORE_SEEDS); do for score in $(SCORE_FUNCTIONS); do \
+		run=runs/score-$$([ $$seed = 2026 ] || echo seed$$seed-)$$score; models="$$models --model $$run/model"; \
 		test -f $$run/model/manifest.json && continue; \
 		$(BIN)/attnmt train --config model/configs/rnnsearch-es-en-score-functions.yaml --score-function $$score \
 			--seed $$seed --run $$run || exit 1; \
 		$(BIN)/attnmt export --run $$run --out $$run/model --name $$(basename $$run) --no-shortlist || exit 1; \
-	done; done
-	# one table of every run: BLEU/chrF greedy and beam 5, gold AER, speed, α's peak (bench/score_functions.py);
-	# the software test split cut to 1,048 evenly spaced messages, as the README's table
-	$(BIN)/attnmt bench score-functions \
-		$(foreach seed,$(SCORE_SEEDS),$(foreach score,$(SCORE_FUNCTIONS),--model $(call score_run,$(seed),$(score))/model)) \
-		--data $(DATA) $(SOFTWARE) tests/data/everyday --sentences 1048 --repeats 5 --json runs/score-functions.json
+	done; done; \
+	$(BIN)/attnmt bench score-functions $$models --data $(DATA) $(SOFTWARE) tests/data/everyday --sentences 1048 \
+		--repeats 5 --json runs/score-functions.json
 
 # Refused without a run (checked before anything is installed): a newcomer has none,
 # and the bundled model in $(MODEL) is already exported.
