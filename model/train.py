@@ -250,7 +250,13 @@ def initial_weights(cfg: TrainConfig, run_dir: Path, log: Log,
     new, and placed into wider recurrent layers when this run's are wider (RNNsearch)."""
     source = Path(cfg.init_from)
     weights = source / "best.pt" if (source / "best.pt").exists() else source / "checkpoint.pt"
-    ckpt = torch.load(weights, map_location="cpu", weights_only=False)
+    if weights.exists():
+        ckpt = torch.load(weights, map_location="cpu", weights_only=False)
+    else:
+        # a bundled model directory ships its graphs, not checkpoint.pt: read the weights back from them
+        from attnmt.model.export.recover import recover_checkpoint
+        ckpt, weights = recover_checkpoint(source), source / "weights.bin"
+        log(f"weights read back from the graphs of {source} (no checkpoint.pt there)")
     architecture = ckpt.get("architecture", "rnnsearch")
     if architecture != cfg.architecture:
         raise ValueError(f"init_from {weights} is a {architecture}, this run a {cfg.architecture}")
