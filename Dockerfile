@@ -1,4 +1,4 @@
-# attnmt serving image: `attnmt serve` with the bundled Spanish→English model.
+# attnmt serving image: `attnmt serve` with the two bundled Spanish→English models and their model cards.
 #
 #   docker build --platform linux/amd64 -t attnmt:0.1.0 .                           # CPU: onnxruntime
 #   docker build --platform linux/amd64 --build-arg ORT=gpu -t attnmt:0.1.0-gpu .   # CUDA: + NVIDIA pip libraries
@@ -73,7 +73,8 @@ RUN pip install --no-cache-dir --no-deps --no-build-isolation . \
 # The model directory as serving reads it: .dockerignore keeps checkpoint.pt and eval/ out; the
 # manifest marks checkpoint.pt `serving: false`, so the directory is complete without it.
 # load_manifest checks the rest, every checksum, as the server will.
-# Two models: the default Transformer and the RNNsearch, served beside it by name.
+# Two models: the default Transformer and the RNNsearch, served beside it by name. Each directory
+# carries its MODEL_CARD.md (training data and licences, intended use, evaluation), which ships too.
 COPY models/transformer-es-en/ /models/transformer-es-en/
 COPY models/rnnsearch-es-en/ /models/rnnsearch-es-en/
 RUN python -c 'from attnmt.service.modeldir.manifest import load_manifest; \

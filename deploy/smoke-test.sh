@@ -163,7 +163,7 @@ from attnmt.service.modeldir.manifest import MANIFEST, load_manifest
 
 for model in os.environ["ATTNMT_MODELS"].split(","):
     files = load_manifest(model).files
-    listed = {name for name, entry in files.items() if entry.serving} | {MANIFEST}
+    listed = {name for name, entry in files.items() if entry.serving} | {MANIFEST, "MODEL_CARD.md"}
     shipped = set(os.listdir(model))
     if shipped != listed:
         sys.exit(f"{model}: served, missing: {sorted(listed - shipped)}; shipped, not served: "

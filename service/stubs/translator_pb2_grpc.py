@@ -69,6 +69,11 @@ class TranslatorServicer:
         """Translate one or more sentences. The server batches them with every other
         request at the level of decoder steps; each sentence is answered as soon as
         its search ends, but this call returns when all of its sentences are done.
+        Codes: NOT_FOUND (unknown model), INVALID_ARGUMENT (also an unknown
+        glossary_name), RESOURCE_EXHAUSTED with RetryInfo (queue full; refused before
+        the request is read or validated while every model's queue is full) or
+        without it (response too large), INTERNAL (a sentence failed the decoder even
+        alone, or a decode worker died).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -77,8 +82,12 @@ class TranslatorServicer:
     def TranslateStream(self, request_iterator, context):
         """Bulk translation over one call: send sentences with your own ids, receive
         each answer, tagged with its id, as soon as it is done (not in order).
-        A sentence that cannot be translated gets an `error` in its response; the
-        stream goes on.
+        A sentence that cannot be translated gets an `error` in its response (the
+        code Translate would end with: NOT_FOUND, INVALID_ARGUMENT, RESOURCE_EXHAUSTED,
+        INTERNAL); the stream goes on. The call itself ends with DEADLINE_EXCEEDED
+        when it sends nothing for stream_idle_timeout_seconds with nothing in flight,
+        or UNAVAILABLE while draining. A stream with max_stream_in_flight sentences in
+        flight is not read further until answers are read.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -87,6 +96,8 @@ class TranslatorServicer:
     def Align(self, request, context):
         """Forced alignment: score a given target for a source and return the
         alignment the model assigns to it (teacher forcing, no search).
+        Codes: as Translate (no glossary), with RetryInfo on RESOURCE_EXHAUSTED when
+        the queue is full.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -100,7 +111,7 @@ class TranslatorServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetModel(self, request, context):
-        """One model's facts, from its manifest.
+        """One model's facts, from its manifest. Codes: NOT_FOUND (unknown name).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -216,7 +216,7 @@ def test_image_gets_every_model_file_serving_reads(tmp_path, MODEL):
               if f.startswith(MODEL + "/")}
     not_served = {name for name, entry in manifest["files"].items() if entry.get("serving") is False}
     assert not_served == NOT_SERVED & set(manifest["files"])
-    assert copied == (set(manifest["files"]) - not_served) | {MANIFEST}
+    assert copied == (set(manifest["files"]) - not_served) | {MANIFEST, "MODEL_CARD.md"}      # the card ships too
     read = {manifest["tokenizer"], *manifest["graphs"].values(), "weights.bin"}
     if manifest.get("shortlist"):
         read.add(manifest["shortlist"]["file"])
