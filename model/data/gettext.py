@@ -248,7 +248,7 @@ _TAG = re.compile(r"^<[a-z]+> ")     # a synthetic source's tag, as `attnmt data
 
 
 def mix(out_dir: Path, corpora: list[tuple[Path, int] | tuple[Path, int, bool]], dev_max: int,
-        seed: int = 1234) -> dict[str, int]:
+        seed: int = 1234, exclude: list[Path] | None = None) -> dict[str, int]:
     """`attnmt data mix`: concatenate corpora into one training directory.
 
     Each corpus's train split is repeated WEIGHT times (oversampling); dev holds
@@ -256,13 +256,24 @@ def mix(out_dir: Path, corpora: list[tuple[Path, int] | tuple[Path, int, bool]],
     during training weighs the domains alike and stays quick. Test splits are
     not mixed: evaluate on each corpus's own test split.
 
+    Every training pair that holds a held-out sentence leaves first (decontaminate.py): the
+    sets at `exclude` (None: decontaminate.DEFAULT_EXCLUDE, the repository's test sets) and the
+    dev and test splits of every corpus mixed, so that no corpus trains on another's dev or test
+    sentences. What each corpus lost is in the card and `decontaminated.json`.
+
     A corpus marked untagged (a third item True) enters with its sources' leading tag removed
     (`<bt> ` of back-translation): the same synthetic pairs, looking like real input. It lends
     no dev pairs (its tagged self does, if mixed too).
     """
+    from attnmt.model.data import decontaminate
+    from attnmt.model.data.filters import describe
     from attnmt.service.modeldir.corpus import corpus_files, read_parallel
+    held = decontaminate.load(exclude)
+    for data_dir, *_ in corpora:
+        decontaminate.add_path(held, Path(data_dir))        # its dev and test splits
     out_dir.mkdir(parents=True, exist_ok=True)
     counts = {"train": 0, "dev": 0}
+    removals = {}
     cards = []
     with open(out_dir / "train.es", "w", encoding="utf-8") as fs, \
             open(out_dir / "train.en", "w", encoding="utf-8") as ft, \
@@ -272,6 +283,8 @@ def mix(out_dir: Path, corpora: list[tuple[Path, int] | tuple[Path, int, bool]],
             untagged = bool(marks and marks[0])
             # weight 0: a held-out set whose dev split joins validation (tests/data/everyday has no train)
             train = list(read_parallel(*corpus_files(data_dir, "train", "es", "en"))) if weight else []
+            removed: Counter = Counter()
+            train = decontaminate.remove(train, held, removed)
             if untagged:
                 train = [(_TAG.sub("", s, count=1), t) for s, t in train]
             for _ in range(weight):
@@ -284,11 +297,18 @@ def mix(out_dir: Path, corpora: list[tuple[Path, int] | tuple[Path, int, bool]],
             dt.writelines(t + "\n" for _, t in dev)
             counts["train"] += weight * len(train)
             counts["dev"] += len(dev)
+            if weight:
+                removals[f"{data_dir}{' (untagged)' if untagged else ''}"] = dict(removed)
             cards.append(f"- `{data_dir}`{' (untagged: sources without their leading tag)' if untagged else ''}: "
-                         f"train {len(train)} pairs × {weight}, dev {len(dev)} pairs")
+                         f"train {len(train)} pairs × {weight}, dev {len(dev)} pairs"
+                         + (f"; decontaminated {sum(removed.values())} ({describe(dict(removed))})" if weight else ""))
             card = data_dir / "DATA_CARD.md"
             if card.exists() and not untagged:
                 cards.append("\n" + card.read_text(encoding="utf-8"))
-    (out_dir / "DATA_CARD.md").write_text("# Data card: mixed corpus\n\n" + "\n".join(cards) + "\n", encoding="utf-8")
+    header = ("# Data card: mixed corpus\n\nDecontaminated (`model/data/decontaminate.py`): a training pair whose "
+              "Spanish is a held-out Spanish sentence or whose English is a held-out English sentence (lower-cased, "
+              f"without punctuation or spaces) left; held-out sets: {held.describe()}.\n\n")
+    (out_dir / "DATA_CARD.md").write_text(header + "\n".join(cards) + "\n", encoding="utf-8")
     (out_dir / "counts.json").write_text(json.dumps(counts, indent=2) + "\n")
+    (out_dir / "decontaminated.json").write_text(json.dumps(removals, indent=2, ensure_ascii=False) + "\n")
     return counts
