@@ -55,6 +55,32 @@ class CallEnded(Exception):
         return {"Retry-After": str(max(1, math.ceil(self.retry_after or default)))}
 
 
+GRPC_TIMEOUT_UNITS = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
+
+
+def timeout_of(headers) -> float | None:
+    """The call's deadline in seconds: `X-Request-Timeout: SECONDS`, or gRPC's own `grpc-timeout`
+    (`100m`, `5S`: an integer and a unit, as in gRPC over HTTP/2); none without either."""
+    value = headers.get("x-request-timeout")
+    if value is not None:
+        try:
+            seconds = float(value)
+        except ValueError:
+            seconds = -1.0
+        if not 0 < seconds < float("inf"):
+            raise CallEnded(grpc.StatusCode.INVALID_ARGUMENT, f"X-Request-Timeout: {value!r} is not a positive "
+                            "number of seconds")
+        return seconds
+    value = headers.get("grpc-timeout")
+    if value is not None:
+        digits, unit = value[:-1], value[-1:]
+        if not (digits.isdigit() and len(digits) <= 8 and unit in GRPC_TIMEOUT_UNITS and int(digits) > 0):
+            raise CallEnded(grpc.StatusCode.INVALID_ARGUMENT, f"grpc-timeout: {value!r} is not a timeout such as "
+                            "'500m' or '5S'")
+        return int(digits) * GRPC_TIMEOUT_UNITS[unit]
+    return None
+
+
 class Caller:
     """Who is calling over HTTP: the address (through trusted proxies) and the identity
     fairness and limits use, in the order the API key, `X-Client-Id`, the address."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import ipaddress
 import logging
 import socket
@@ -29,8 +30,9 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from attnmt.service.errors import ConfigError, Overloaded
-from attnmt.service.http import libretranslate, native
-from attnmt.service.http.context import CallEnded, Caller, HttpContext, call, key_name
+from attnmt.service.http import body, errors, libretranslate, native
+from attnmt.service.http.context import CallEnded, Caller, HttpContext, call, key_name, timeout_of
+from attnmt.service.http.protocol import HeadDeadlineProtocol
 from attnmt.service.server import rpc_record
 from attnmt.service.server.app import SERVICE_NAME
 from attnmt.service.server.metrics import CALL_PROTOCOL
@@ -116,32 +118,6 @@ class Metered:
             metrics.http_duration.labels(scope["method"], template).observe(time.perf_counter() - start)
 
 
-GRPC_TIMEOUT_UNITS = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
-
-
-def timeout_of(headers) -> float | None:
-    """The call's deadline in seconds: `X-Request-Timeout: SECONDS`, or gRPC's own `grpc-timeout`
-    (`100m`, `5S`: an integer and a unit, as in gRPC over HTTP/2); none without either."""
-    value = headers.get("x-request-timeout")
-    if value is not None:
-        try:
-            seconds = float(value)
-        except ValueError:
-            seconds = -1.0
-        if not 0 < seconds < float("inf"):
-            raise CallEnded(grpc.StatusCode.INVALID_ARGUMENT, f"X-Request-Timeout: {value!r} is not a positive "
-                            "number of seconds")
-        return seconds
-    value = headers.get("grpc-timeout")
-    if value is not None:
-        digits, unit = value[:-1], value[-1:]
-        if not (digits.isdigit() and len(digits) <= 8 and unit in GRPC_TIMEOUT_UNITS and int(digits) > 0):
-            raise CallEnded(grpc.StatusCode.INVALID_ARGUMENT, f"grpc-timeout: {value!r} is not a timeout such as "
-                            "'500m' or '5S'")
-        return int(digits) * GRPC_TIMEOUT_UNITS[unit]
-    return None
-
-
 class HttpFront:
     """The HTTP listener of one `attnmt serve` (service/server/app.py's Server runs it)."""
 
@@ -198,18 +174,8 @@ class HttpFront:
             rpc_record.finish(record, self.sinks, code, details, error)
 
     async def read_body(self, request: Request) -> bytes:
-        limit = self.settings.max_message_bytes
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > limit:
-            raise CallEnded(grpc.StatusCode.RESOURCE_EXHAUSTED, f"the body is {declared} bytes, over "
-                            f"max_message_bytes ({limit})", http_status=413)
-        body = b""
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > limit:
-                raise CallEnded(grpc.StatusCode.RESOURCE_EXHAUSTED, f"the body is over max_message_bytes ({limit})",
-                                http_status=413)
-        return body
+        """The request's body within the limits of size and time (service/http/body.py)."""
+        return await body.read(request, self.settings.max_message_bytes, self.settings.http_body_timeout_seconds)
 
     def refuse_if_full(self, message) -> None:
         """The overload gate, as gRPC's interceptor applies it: refuse before any work when no
@@ -227,7 +193,8 @@ class HttpFront:
         s = self.settings
 
         from attnmt.service.http.openapi import document
-        api = JSONResponse(document("attnmt", self.server.version))     # built once: ~7 ms, 39 KB
+        limits = {"max_sentences_per_request": s.max_sentences_per_request, "max_beam_size": s.max_beam_size}
+        api = JSONResponse(document("attnmt", self.server.version, limits))     # built once: ~7 ms, 39 KB
 
         async def openapi(request: Request) -> Response:
             return api
@@ -247,18 +214,14 @@ class HttpFront:
             Route("/", page("index.html", PAGE_POLICY), methods=["GET"]),
             Mount("/static", StaticFiles(packages=[("attnmt.service.http", "static")]), name="static"),
         ]
+        # Crashes inside CORS: a 500 reaches a browser with its CORS headers
         middleware = [Middleware(Metered, front=self),
                       Middleware(CORSMiddleware, allow_origins=s.cors_allow_origins, allow_methods=["GET", "POST"],
                                  allow_headers=["Authorization", "Content-Type", "X-Api-Key", "X-Client-Id",
-                                                "X-Request-Timeout"], expose_headers=["Retry-After"])]
-        return Starlette(routes=routes, middleware=middleware, exception_handlers={Exception: self._crashed})
-
-    async def _crashed(self, request: Request, error: Exception) -> Response:
-        """A bug, not the caller's doing: answered 500 in the route's own shape (uvicorn logs the traceback)."""
-        message = f"internal error: {type(error).__name__}: {error}"
-        if request.url.path.startswith("/v1/"):
-            return JSONResponse({"error": {"code": "INTERNAL", "message": message}}, 500)
-        return JSONResponse({"error": message}, 500)
+                                                "X-Request-Timeout"], expose_headers=["Retry-After"]),
+                      Middleware(errors.Crashes)]
+        return Starlette(routes=routes, middleware=middleware,
+                         exception_handlers=errors.exception_handlers(s.retry_after_seconds))
 
     async def start(self, server) -> None:
         """Listen and serve; `server` is service/server/app.py's Server (servicer, metrics, gate)."""
@@ -277,8 +240,12 @@ class HttpFront:
                 tls.update(ssl_ca_certs=str(s.tls_client_ca), ssl_cert_reqs=ssl.CERT_REQUIRED)
         # proxy_headers off: uvicorn would believe X-Forwarded-For from 127.0.0.1 by default; who a
         # caller is comes from Caller and `trusted_proxies` alone
+        # limit_concurrency: connections and requests together; past it a request is answered 503
+        # (protocol.at_capacity) and its connection closed
         config = uvicorn.Config(self.app(), lifespan="off", log_config=None, access_log=False, server_header=False,
-                                proxy_headers=False,
+                                proxy_headers=False, http=functools.partial(HeadDeadlineProtocol,
+                                                                            head_timeout=s.http_head_timeout_seconds),
+                                timeout_keep_alive=s.http_keep_alive_seconds, limit_concurrency=s.http_max_connections,
                                 timeout_graceful_shutdown=max(s.grace_period_seconds, 1), ws="none", **tls)
         # uvicorn's own lines ("Started server process") are INFO under the name uvicorn.error;
         # the server logs its own start, so only uvicorn's warnings and errors are kept

@@ -9,7 +9,6 @@ translated through the same servicer as every other call. Errors are LibreTransl
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import grpc
@@ -17,8 +16,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from attnmt.service.http.context import CallEnded
-from attnmt.service.http.native import JSONResponse
+from attnmt.service.http import body
+from attnmt.service.http.context import CallEnded, timeout_of
+from attnmt.service.http.errors import JSONResponse
 from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.text import language
 
@@ -30,48 +30,64 @@ def invalid(message: str) -> CallEnded:
     return CallEnded(grpc.StatusCode.INVALID_ARGUMENT, message)
 
 
-def error_response(error: CallEnded, retry_after_default: float) -> Response:
-    message = error.message
-    if error.code == grpc.StatusCode.RESOURCE_EXHAUSTED and error.http_status == 429:
-        message = "Slowdown: " + message          # LibreTranslate's limiter words it so
-    elif error.http_status == 500:
-        message = "Cannot translate text: " + message
-    return JSONResponse({"error": message}, error.http_status, headers=error.retry_after_header(retry_after_default))
-
-
 @dataclass
 class Fields:
-    """A LibreTranslate request's fields, from JSON, or else from the form and the query string."""
+    """A LibreTranslate request's fields, from JSON, or else from the form and the query string.
+    Each is read as the type the route needs, or a 400 naming it: JSON can hold any type, and a
+    multipart form a file."""
     values: dict
     is_json: bool
 
-    def get(self, name: str):
-        return self.values.get(name)
+    def text(self, name: str) -> str | None:
+        """A string field; None when missing or empty, as LibreTranslate reads `if not value`."""
+        value = self.values.get(name)
+        if value is None or value == "":
+            return None
+        if not isinstance(value, str):
+            raise invalid(f"Invalid request: {name} parameter must be a string")
+        return value
+
+    def texts(self, name: str) -> list[str] | str | None:
+        """A string, or in JSON a list of strings; None when missing or empty."""
+        value = self.values.get(name)
+        if not value:
+            return None
+        if isinstance(value, str) or (self.is_json and isinstance(value, list) and
+                                      all(isinstance(v, str) for v in value)):
+            return value
+        raise invalid(f"Invalid request: {name} must be a string or a list of strings")
+
+    def count(self, name: str) -> int:
+        """A whole number, as a JSON number or a numeral (LibreTranslate reads it with `int()`); 0 when missing."""
+        value = self.values.get(name)
+        if value is None or value == "":
+            return 0
+        if isinstance(value, str):
+            value = value.strip()
+            if value.lstrip("+-").isdigit() and len(value) <= 20:
+                return int(value)
+        elif isinstance(value, int) and not isinstance(value, bool):
+            return value
+        elif isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise invalid(f"Invalid request: {name} parameter is not a number")
 
 
 async def read_fields(request: Request, front) -> Fields:
-    body = await front.read_body(request)
-    if request.headers.get("content-type", "").split(";")[0].strip().lower().endswith("json"):
+    raw = await front.read_body(request)
+    if body.is_json(request):
         try:
-            values = json.loads(body or b"{}")
-        except ValueError as e:
-            raise invalid(f"Invalid request: the body is not JSON ({e})") from None
+            values = body.json_value(raw or b"{}")
+        except CallEnded as e:
+            raise invalid("Invalid request: " + e.message) from None
         if not isinstance(values, dict):
             raise invalid("Invalid request: the JSON body must be an object")
         return Fields(values, True)
     values = dict(request.query_params)          # as Flask's request.values: the query string, then the form
-    if body:
-        form = await _form(request, body)
-        for key, value in form.multi_items():
+    if raw:
+        for key, value in (await body.form(request, raw)).multi_items():
             values.setdefault(key, value)
     return Fields(values, False)
-
-
-async def _form(request: Request, body: bytes):
-    """The form in a body read already (the size limit applies before parsing)."""
-    async def replay():
-        return {"type": "http.request", "body": body, "more_body": False}
-    return await Request(request.scope, replay).form()
 
 
 class LanguagePairs:
@@ -99,13 +115,6 @@ def detections(text: str) -> list[dict]:
         [{"confidence": 0.0, "language": "en"}]   # LibreTranslate's answer when nothing is recognised
 
 
-def as_int(value, name: str) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise invalid(f"Invalid request: {name} parameter is not a number") from None
-
-
 def alternatives_of(entry: pb.Translation, wanted: int) -> list[str]:
     """Up to `wanted` other translations of one document: sentence by sentence, the k-th
     hypothesis where the sentence has one, spliced into the best document's text."""
@@ -128,90 +137,80 @@ def alternatives_of(entry: pb.Translation, wanted: int) -> list[str]:
 
 def routes(front) -> list[Route]:
     settings = front.settings
-    retry = settings.retry_after_seconds
     pairs = LanguagePairs(front.servicer.models, front.servicer.default)
 
     async def translate(request: Request) -> Response:
-        try:
-            fields = await read_fields(request, front)
-            front.check_key(request, fields.get("api_key") or None)
-            q, source, target = fields.get("q"), fields.get("source"), fields.get("target")
-            for name, value in (("q", q), ("source", source), ("target", target)):
-                if not value:
-                    raise invalid(f"Invalid request: missing {name} parameter")
-            batch = isinstance(q, list)
-            texts = q if batch else [q]
-            if not all(isinstance(t, str) for t in texts):
-                raise invalid("Invalid request: q must be a string or a list of strings")
-            if not fields.is_json:
-                texts = ["\n".join(t.splitlines()) for t in texts]
-            if batch and len(texts) > settings.max_sentences_per_request:
-                raise invalid(f"Invalid request: request ({len(texts)}) exceeds text limit "
-                              f"({settings.max_sentences_per_request})")
-            chars = sum(len(t) for t in texts)
-            if chars > settings.max_document_chars:
-                raise invalid(f"Invalid request: request ({chars}) exceeds text limit ({settings.max_document_chars})")
-            text_format = fields.get("format") or "text"
-            if text_format not in ("text", "html"):
-                raise invalid(f"{text_format} format is not supported")
-            wanted = as_int(fields.get("alternatives") or 0, "alternatives")
-            limit = settings.max_beam_size - 1
-            if not 0 <= wanted <= limit:
-                raise invalid(f"Invalid request: alternatives parameter must be <= {limit}" if wanted > limit
-                              else "Invalid request: alternatives parameter must be >= 0")
-            detected = None
-            if source == AUTO:
-                overall = detections(" ".join(texts))[0]
-                detected = [detections(t)[0] if len(t) > SHORT_TEXT else overall for t in texts]
-                sources = {d["language"] for d in detected}
-            else:
-                sources = {source}
-            for code in sources:
-                if code not in pairs.codes:
-                    raise invalid(f"{code} is not supported" if source != AUTO else
-                                  f"{code} ({pairs.name(code)}) was detected, and this server does not translate it")
-            if target not in pairs.codes:
-                raise invalid(f"{target} is not supported")
-            models = {pairs.model_of.get((code, target)) for code in sources}
-            if None in models:
-                code = next(c for c in sources if (c, target) not in pairs.model_of)
-                raise invalid(f"{pairs.name(target)} ({target}) is not available as a target language from "
-                              f"{pairs.name(code)} ({code})")
-            (model,) = models if len(models) == 1 else (None,)
-            if model is None:
-                raise invalid("Invalid request: the texts are in different languages; send them one language a call")
-            message = pb.TranslateRequest(
-                sentences=texts, model=model, split_sentences=True,
-                format=pb.TEXT_FORMAT_HTML if text_format == "html" else pb.TEXT_FORMAT_PLAIN,
-                options=pb.DecodingOptions(n_best=wanted + 1 if wanted and text_format == "text" else 0,
-                                           beam_size=wanted + 1 if wanted + 1 > settings.default_beam_size else 0,
-                                           alignment=pb.ALIGNMENT_NONE))
-            front.refuse_if_full(message)
-            reply = await front.call("Translate", message, request)
-            results = [t.text for t in reply.translations]
-            body = {"translatedText": results if batch else results[0]}
-            if wanted:
-                alternatives = [alternatives_of(t, wanted) if text_format == "text" else [] for t in reply.translations]
-                body["alternatives"] = alternatives if batch else alternatives[0]
-            if detected is not None:
-                body["detectedLanguage"] = detected if batch else detected[0]
-            return JSONResponse(body)
-        except CallEnded as e:
-            return error_response(e, retry)
+        # a CallEnded raised here is answered by service/http/errors.py, in LibreTranslate's shape
+        fields = await read_fields(request, front)
+        front.check_key(request, fields.text("api_key"))
+        q, source, target = fields.texts("q"), fields.text("source"), fields.text("target")
+        for name, value in (("q", q), ("source", source), ("target", target)):
+            if not value:
+                raise invalid(f"Invalid request: missing {name} parameter")
+        batch = isinstance(q, list)
+        texts = q if batch else [q]
+        if not fields.is_json:
+            texts = ["\n".join(t.splitlines()) for t in texts]
+        if batch and len(texts) > settings.max_sentences_per_request:
+            raise invalid(f"Invalid request: request ({len(texts)}) exceeds text limit "
+                          f"({settings.max_sentences_per_request})")
+        chars = sum(len(t) for t in texts)
+        if chars > settings.max_document_chars:
+            raise invalid(f"Invalid request: request ({chars}) exceeds text limit ({settings.max_document_chars})")
+        text_format = fields.text("format") or "text"
+        if text_format not in ("text", "html"):
+            raise invalid(f"{text_format} format is not supported")
+        wanted = fields.count("alternatives")
+        limit = settings.max_beam_size - 1
+        if not 0 <= wanted <= limit:
+            raise invalid(f"Invalid request: alternatives parameter must be <= {limit}" if wanted > limit
+                          else "Invalid request: alternatives parameter must be >= 0")
+        detected = None
+        if source == AUTO:
+            overall = detections(" ".join(texts))[0]
+            detected = [detections(t)[0] if len(t) > SHORT_TEXT else overall for t in texts]
+            sources = {d["language"] for d in detected}
+        else:
+            sources = {source}
+        for code in sources:
+            if code not in pairs.codes:
+                raise invalid(f"{code} is not supported" if source != AUTO else
+                              f"{code} ({pairs.name(code)}) was detected, and this server does not translate it")
+        if target not in pairs.codes:
+            raise invalid(f"{target} is not supported")
+        models = {pairs.model_of.get((code, target)) for code in sources}
+        if None in models:
+            code = next(c for c in sources if (c, target) not in pairs.model_of)
+            raise invalid(f"{pairs.name(target)} ({target}) is not available as a target language from "
+                          f"{pairs.name(code)} ({code})")
+        (model,) = models if len(models) == 1 else (None,)
+        if model is None:
+            raise invalid("Invalid request: the texts are in different languages; send them one language a call")
+        message = pb.TranslateRequest(
+            sentences=texts, model=model, split_sentences=True,
+            format=pb.TEXT_FORMAT_HTML if text_format == "html" else pb.TEXT_FORMAT_PLAIN,
+            options=pb.DecodingOptions(n_best=wanted + 1 if wanted and text_format == "text" else 0,
+                                       beam_size=wanted + 1 if wanted + 1 > settings.default_beam_size else 0,
+                                       alignment=pb.ALIGNMENT_NONE))
+        front.refuse_if_full(message)
+        reply = await front.call("Translate", message, request)
+        results = [t.text for t in reply.translations]
+        answer = {"translatedText": results if batch else results[0]}
+        if wanted:
+            alternatives = [alternatives_of(t, wanted) if text_format == "text" else [] for t in reply.translations]
+            answer["alternatives"] = alternatives if batch else alternatives[0]
+        if detected is not None:
+            answer["detectedLanguage"] = detected if batch else detected[0]
+        return JSONResponse(answer)
 
     async def detect(request: Request) -> Response:
-        try:
-            fields = await read_fields(request, front)
-            front.check_key(request, fields.get("api_key") or None)
-            q = fields.get("q")
-            if not q:
-                raise invalid("Invalid request: missing q parameter")
-            texts = q if isinstance(q, list) else [q]
-            if not all(isinstance(t, str) for t in texts):
-                raise invalid("Invalid request: q must be a string or a list of strings")
-            return JSONResponse(detections(" ".join(texts)))
-        except CallEnded as e:
-            return error_response(e, retry)
+        fields = await read_fields(request, front)
+        front.check_key(request, fields.text("api_key"))
+        timeout_of(request.headers)         # answered at once, but a deadline that is not one is still a 400
+        q = fields.texts("q")
+        if not q:
+            raise invalid("Invalid request: missing q parameter")
+        return JSONResponse(detections(" ".join(q if isinstance(q, list) else [q])))
 
     async def languages(request: Request) -> Response:
         return JSONResponse([{"code": code, "name": pairs.name(code), "targets": pairs.targets(code)}

@@ -10,6 +10,7 @@ written by hand from its clients (docs/http.md).
 
 from __future__ import annotations
 
+import copy
 import textwrap
 from importlib import resources
 
@@ -20,10 +21,10 @@ from attnmt.service.stubs import translator_pb2 as pb
 
 # path, RPC, request message in the body (None: none), response message, error statuses
 NATIVE_ROUTES = [
-    ("/v1/translate", "Translate", pb.TranslateRequest, pb.TranslateResponse, "400 403 404 413 429 500 503 504"),
-    ("/v1/align", "Align", pb.AlignRequest, pb.AlignResponse, "400 403 404 413 429 500 503 504"),
-    ("/v1/models", "ListModels", None, pb.ListModelsResponse, "403 429 500 503 504"),
-    ("/v1/models/{name}", "GetModel", None, pb.ModelInfo, "403 404 429 500 503 504"),
+    ("/v1/translate", "Translate", pb.TranslateRequest, pb.TranslateResponse, "400 403 404 408 413 429 500 503 504"),
+    ("/v1/align", "Align", pb.AlignRequest, pb.AlignResponse, "400 403 404 408 413 429 500 503 504"),
+    ("/v1/models", "ListModels", None, pb.ListModelsResponse, "400 403 429 500 503 504"),
+    ("/v1/models/{name}", "GetModel", None, pb.ModelInfo, "400 403 404 429 500 503 504"),
 ]
 
 _F = FieldDescriptor
@@ -39,6 +40,28 @@ _SCALARS = {
     **dict.fromkeys((_F.TYPE_INT64, _F.TYPE_SINT64, _F.TYPE_SFIXED64, _F.TYPE_UINT64, _F.TYPE_FIXED64),
                     {"type": "string", "pattern": "^-?[0-9]+$"}),
 }
+
+
+# The limits the server holds requests to (ModelInfo.limits names them), as in the defaults
+# of service/server/settings.py; the served document states the server's own
+DEFAULT_LIMITS = {"max_sentences_per_request": 64, "max_beam_size": 16}
+
+
+def constraints(limits: dict[str, int]) -> dict[str, dict]:
+    """What the servicer checks of a field by itself (service/inference/search.py's ranges, the
+    servicer's counts), by the field's full name; rules between fields (n_best within beam_size)
+    and after tokenization are in the descriptions and answered 400."""
+    beam = {"minimum": 0, "maximum": limits["max_beam_size"]}
+    unit = {"exclusiveMinimum": 0, "maximum": 1}
+    return {
+        "attnmt.v1.TranslateRequest.sentences": {"minItems": 1, "maxItems": limits["max_sentences_per_request"]},
+        "attnmt.v1.DecodingOptions.beam_size": beam, "attnmt.v1.DecodingOptions.n_best": beam,
+        "attnmt.v1.DecodingOptions.length_penalty": {"minimum": 0, "maximum": 5},
+        "attnmt.v1.DecodingOptions.max_length_ratio": {"exclusiveMinimum": 0, "maximum": 10},
+        "attnmt.v1.DecodingOptions.max_length_extra": {"minimum": 0, "maximum": 1000},
+        "attnmt.v1.DecodingOptions.alignment_threshold": unit, "attnmt.v1.AlignRequest.alignment_threshold": unit,
+        "attnmt.v1.AlignRequest.source": {"minLength": 1}, "attnmt.v1.AlignRequest.target": {"minLength": 1},
+    }
 
 
 def proto_comments() -> dict[str, str]:
@@ -104,12 +127,15 @@ def _value(f: FieldDescriptor) -> Descriptor | EnumDescriptor | None:
     return _element(f).message_type or _element(f).enum_type
 
 
-def _field(f: FieldDescriptor, comments: dict[str, str]) -> dict:
+def _field(f: FieldDescriptor, comments: dict[str, str], limits: dict[str, dict]) -> dict:
     one = _ref(_name(_value(f))) if _value(f) else _SCALARS[_element(f).type]
     if _element(f) is not f:
         schema = {"type": "object", "additionalProperties": one}   # a map: its keys are strings in JSON
     else:
         schema = {"type": "array", "items": one} if f.is_repeated else dict(one)
+    schema.update(limits.get(f.full_name, {}))
+    # protobuf's JSON mapping reads null as the field's default, for every field
+    schema = {"anyOf": [schema, {"type": "null"}]} if "$ref" in schema else {**schema, "type": [schema["type"], "null"]}
     oneof, note = f.containing_oneof, ""
     if oneof is not None and oneof.name == f"_{f.name}" and len(oneof.fields) == 1:
         note = "Optional: leave it out for the default."   # proto3 `optional`, a synthetic oneof
@@ -121,12 +147,15 @@ def _field(f: FieldDescriptor, comments: dict[str, str]) -> dict:
 def _enum(e: EnumDescriptor, comments: dict[str, str]) -> dict:
     said = {v.name: comments.get(f"{e.full_name}.{v.name}", "") for v in e.values}
     values = "\n".join(f"- `{name}`: {text}" if text else f"- `{name}`" for name, text in said.items())
-    return _described({"type": "string", "enum": list(said)}, comments.get(e.full_name, ""),
+    # by name, as the mapping writes them; a number is read too
+    return _described({"anyOf": [{"type": "string", "enum": list(said)}, {"type": "integer", "format": "int32"}]},
+                      comments.get(e.full_name, ""),
                       values if any(said.values()) else "")
 
 
-def proto_schemas(comments: dict[str, str]) -> dict[str, dict]:
+def proto_schemas(comments: dict[str, str], limits: dict[str, int] = DEFAULT_LIMITS) -> dict[str, dict]:
     """A schema for every message and enum the native routes reach, named as in the proto."""
+    checked = constraints(limits)
     schemas: dict[str, dict] = {}
     todo = [m.DESCRIPTOR for _, _, request, response, _ in NATIVE_ROUTES for m in (request, response) if m]
     while todo:
@@ -136,7 +165,7 @@ def proto_schemas(comments: dict[str, str]) -> dict[str, dict]:
         if isinstance(d, EnumDescriptor):
             schemas[_name(d)] = _enum(d, comments)
             continue
-        properties = {f.json_name: _field(f, comments) for f in d.fields}
+        properties = {f.json_name: _field(f, comments, checked) for f in d.fields}
         schemas[_name(d)] = _described({"type": "object", "properties": properties}, comments.get(d.full_name, ""))
         todo += [_value(f) for f in d.fields if _value(f)]
     return dict(sorted(schemas.items()))
@@ -154,14 +183,17 @@ def _one_or_list(item: dict, description: str) -> dict:
 _STR = {"type": "string"}
 _STRINGS = {"type": "array", "items": _STR}
 _LANGUAGE = {"type": "object", "required": ["code", "name"], "properties": {"code": _STR, "name": _STR}}
+_TEXT = {"type": "string", "minLength": 1}
 _LIBRE_REQUEST = {"type": "object", "required": ["q", "source", "target"], "properties": {
-    "q": _one_or_list(_STR, "The text, or a list of texts (in JSON only)."),
-    "source": {"type": "string", "examples": ["es", "auto"], "description": "A code from /languages, or `auto`."},
-    "target": {"type": "string", "examples": ["en"]},
+    "q": {**_one_or_list(_TEXT, "The text, or a list of texts (in JSON only)."),
+          "anyOf": [_TEXT, {"type": "array", "items": _STR, "minItems": 1}]},
+    "source": {"type": "string", "minLength": 1, "examples": ["es", "auto"],
+               "description": "A code from /languages, or `auto`."},
+    "target": {"type": "string", "minLength": 1, "examples": ["en"]},
     "format": {"type": "string", "enum": ["text", "html"], "default": "text"},
     "alternatives": {"type": "integer", "minimum": 0, "default": 0,
                      "description": "How many translations to return besides the best."},
-    "api_key": {"type": "string", "description": "Needed only where the server is configured with keys."}}}
+    "api_key": {"type": ["string", "null"], "description": "Needed only where the server is configured with keys."}}}
 HAND_WRITTEN_SCHEMAS = {
     "HttpError": {"type": "object", "required": ["error"], "description": "A native route's error.", "properties": {
         "error": {"type": "object", "required": ["code", "message"], "properties": {
@@ -170,7 +202,7 @@ HAND_WRITTEN_SCHEMAS = {
             "message": {"type": "string", "description": "The message a gRPC client gets."}}}}},
     "HealthStatus": {"type": "object", "required": ["status"], "properties": {"status": _STR}},
     "LibreTranslateRequest": _LIBRE_REQUEST,
-    "LibreTranslateForm": {**_LIBRE_REQUEST, "properties": {**_LIBRE_REQUEST["properties"], "q": _STR}},
+    "LibreTranslateForm": {**_LIBRE_REQUEST, "properties": {**_LIBRE_REQUEST["properties"], "q": _TEXT}},
     "LibreTranslateResponse": {"type": "object", "required": ["translatedText"], "properties": {
         "translatedText": _one_or_list(_STR, "A string, or a list when `q` is a list."),
         "alternatives": _one_or_list(_STRINGS, "Only when `alternatives` > 0: a list, a list of lists for a list `q`."),
@@ -178,7 +210,11 @@ HAND_WRITTEN_SCHEMAS = {
                                          "Only when `source` is `auto`: one per text for a list `q`.")}},
     "LibreTranslateDetection": {"type": "object", "required": ["confidence", "language"], "properties": {
         "confidence": {"type": "number", "minimum": 0, "maximum": 100}, "language": _STR}},
-    "LibreTranslateDetectRequest": {"type": "object", "required": ["q"], "properties": {"q": _STR, "api_key": _STR}},
+    "LibreTranslateDetectRequest": {"type": "object", "required": ["q"], "properties": {
+        "q": {"anyOf": [_TEXT, {"type": "array", "items": _STR, "minItems": 1}],
+              "description": "The text, or a list of texts (in JSON only) detected together."},
+        "api_key": {"type": ["string", "null"]}}},
+    "LibreTranslateDetectForm": {"type": "object", "required": ["q"], "properties": {"q": _TEXT, "api_key": _STR}},
     "LibreTranslateLanguage": {**_LANGUAGE, "properties": {**_LANGUAGE["properties"], "targets": _STRINGS}},
     "LibreTranslateSettings": {"type": "object", "properties": {
         "charLimit": {"type": "integer"}, "frontendTimeout": {"type": "integer"}, "apiKeys": {"type": "boolean"},
@@ -188,17 +224,24 @@ HAND_WRITTEN_SCHEMAS = {
 }
 
 _ERRORS = {   # HTTP status -> (gRPC code, what it means on the native routes, on LibreTranslate's)
-    "400": ("INVALID_ARGUMENT", "The request breaks a rule or a limit (ModelInfo.limits).",
-            "Invalid request: a missing or unsupported field, a limit, a pair not served."),
+    "400": ("INVALID_ARGUMENT", "The request breaks a rule or a limit (ModelInfo.limits), its body or a header "
+            "does not parse, or a field has the wrong type.",
+            "Invalid request: a missing or unsupported field, a field of the wrong type, a body that does not parse, "
+            "a limit, a pair not served."),
     "403": ("PERMISSION_DENIED", "API keys are configured and the key is missing or unknown.",
             "API keys are configured and `api_key` is missing or unknown."),
     "404": ("NOT_FOUND", "The model is not served here.", ""),
-    "413": ("RESOURCE_EXHAUSTED", "The body is over the size limit (max_message_bytes).", ""),
+    "408": ("DEADLINE_EXCEEDED", "The body took over http_body_timeout_seconds to arrive; the connection is closed.",
+            "The body took over http_body_timeout_seconds to arrive; the connection is closed."),
+    "413": ("RESOURCE_EXHAUSTED", "The body is over the size limit (max_message_bytes).",
+            "The body is over the size limit (max_message_bytes)."),
     "429": ("RESOURCE_EXHAUSTED", "The server, or this client's share of it, is full.",
             "Slowdown: the server, or this client's share of it, is full."),
     "500": ("INTERNAL", "A failure on the server's side.", "The translation failed on the server's side."),
-    "503": ("UNAVAILABLE", "The server is warming up or draining.", ""),
-    "504": ("DEADLINE_EXCEEDED", "The deadline (X-Request-Timeout or grpc-timeout, or the server's own) ran out.", ""),
+    "503": ("UNAVAILABLE", "The server is warming up, draining, or at its limit of connections "
+            "(http_max_connections).", "The server is draining or at its limit of connections."),
+    "504": ("DEADLINE_EXCEEDED", "The deadline (X-Request-Timeout or grpc-timeout, or the server's own) ran out.",
+            "The deadline (X-Request-Timeout or grpc-timeout, or the server's own) ran out."),
 }
 _RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before retrying.",
                                 "schema": {"type": "integer", "minimum": 1}}}
@@ -232,15 +275,19 @@ def _native(path: str, rpc: str, request, response, statuses: str, comments: dic
     return {"post" if request is not None else "get": operation}
 
 
-def _libre(summary: str, response: dict, request: str = "", form: str = "") -> dict:
+def _libre(summary: str, response: dict, request: str = "", form: str = "", statuses: str = "") -> dict:
     operation = {"tags": ["LibreTranslate"], "summary": summary,
                  "responses": {"200": {"description": "OK", "content": _json(response)}}}
     if not request:
         return {"get": operation}
-    operation["description"] = "The fields come from a JSON body, else from form fields and the query string."
+    operation["description"] = ("The fields come from a JSON body, else from form fields (url-encoded or multipart) "
+                                "and the query string.")
     operation["requestBody"] = {"required": True, "content": {
-        **_json(_ref(request)), "application/x-www-form-urlencoded": {"schema": _ref(form or request)}}}
-    operation["responses"].update(_errors("400 403 429 500", libre=True))
+        **_json(_ref(request)), "application/x-www-form-urlencoded": {"schema": _ref(form or request)},
+        "multipart/form-data": {"schema": _ref(form or request)}}}
+    operation["parameters"] = [{"$ref": "#/components/parameters/XRequestTimeout"},
+                               {"$ref": "#/components/parameters/XClientId"}]
+    operation["responses"].update(_errors(statuses, libre=True))
     return {"post": operation}
 
 
@@ -255,9 +302,13 @@ names in lowerCamelCase (the proto's own names are accepted in requests too), en
 clients (Mastodon, Weblate, browser extensions) as it would."""
 
 
-def document(title: str, version: str) -> dict:
-    """The OpenAPI 3.1 document of the native routes, the health routes and LibreTranslate's."""
+def document(title: str, version: str, limits: dict[str, int] = DEFAULT_LIMITS) -> dict:
+    """The OpenAPI 3.1 document of the native routes, the health routes and LibreTranslate's;
+    `limits` the server's (max_sentences_per_request, max_beam_size) where the schemas state them."""
     comments = proto_comments()
+    libre_schemas = copy.deepcopy(HAND_WRITTEN_SCHEMAS)
+    for name in ("LibreTranslateRequest", "LibreTranslateForm"):
+        libre_schemas[name]["properties"]["alternatives"]["maximum"] = limits["max_beam_size"] - 1
     health = {"description": "OK", "content": _json(_ref("HealthStatus"))}
     return {
         "openapi": "3.1.0",
@@ -272,17 +323,18 @@ def document(title: str, version: str) -> dict:
                                  "responses": {"200": health}}},
             "/readyz": {"get": {"tags": ["health"], "summary": "200 when serving, 503 while warming up or draining",
                                 "responses": {"200": health, "503": {**health, "description": "Not serving"}}}},
-            "/translate": _libre("Translate", _ref("LibreTranslateResponse"),
-                                 "LibreTranslateRequest", "LibreTranslateForm"),
+            "/translate": _libre("Translate", _ref("LibreTranslateResponse"), "LibreTranslateRequest",
+                                 "LibreTranslateForm", "400 403 408 413 429 500 503 504"),
             "/languages": _libre("Languages and their targets",
                                  {"type": "array", "items": _ref("LibreTranslateLanguage")}),
             "/detect": _libre("Detect the language (candidates, best first)", {
-                "type": "array", "items": _ref("LibreTranslateDetection")}, "LibreTranslateDetectRequest"),
+                "type": "array", "items": _ref("LibreTranslateDetection")}, "LibreTranslateDetectRequest",
+                "LibreTranslateDetectForm", "400 403 408 413 500"),
             "/frontend/settings": _libre("Settings for web front ends", _ref("LibreTranslateSettings")),
             "/health": _libre("Health", _ref("HealthStatus")),
         },
         "components": {
-            "schemas": {**proto_schemas(comments), **HAND_WRITTEN_SCHEMAS},
+            "schemas": {**proto_schemas(comments, limits), **libre_schemas},
             "parameters": {
                 "XRequestTimeout": {"name": "X-Request-Timeout", "in": "header",
                                     "schema": {"type": "number", "exclusiveMinimum": 0},

@@ -52,6 +52,18 @@ class Settings(BaseSettings):
                                                  "LibreTranslate's API, /healthz, /readyz, /openapi.json, /docs")
     http_host: str = Field("0.0.0.0", description="HTTP listen address")
     http_port: int = Field(8080, ge=0, le=65535, description="HTTP port (0: pick a free one)")
+    # A client that holds a connection without finishing its request holds a file descriptor:
+    # these bound how long, and how many connections there are at once.
+    http_head_timeout_seconds: float = Field(10.0, gt=0, description="time for an HTTP request's head (request "
+                                             "line and headers) to arrive, from the connection's opening or "
+                                             "the request's first byte; past it the connection is closed (408 "
+                                             "if part of a head came)")
+    http_body_timeout_seconds: float = Field(60.0, gt=0, description="time for an HTTP request's body to "
+                                             "arrive once its head has; past it 408 and the connection is closed")
+    http_keep_alive_seconds: float = Field(5.0, gt=0, description="an idle HTTP keep-alive connection is "
+                                           "closed after this long")
+    http_max_connections: int = Field(1000, ge=1, description="HTTP connections (and requests in flight) at once; "
+                                      "past it a request is answered 503 with Retry-After and its connection closed")
     api_keys: Path | None = Field(None, description="file of HTTP API keys, one per line (`KEY` or `KEY NAME`; "
                                                     "# comments); when set, HTTP calls without a known key get 403, "
                                                     "and the key names the client for fairness")

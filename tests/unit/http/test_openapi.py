@@ -104,9 +104,9 @@ def test_without_the_descriptor_set_the_document_is_still_valid(monkeypatch, tmp
 def test_enums_are_strings_listing_their_names(doc):
     schemas = doc["components"]["schemas"]
     for enum in (pb.AlignmentKind, pb.TextFormat, pb.Alignment.Level):
-        schema = schemas[schema_name(enum.DESCRIPTOR.full_name)]
-        assert schema["type"] == "string"
-        assert schema["enum"] == [v.name for v in enum.DESCRIPTOR.values]
+        by_name, by_number = schemas[schema_name(enum.DESCRIPTOR.full_name)]["anyOf"]   # the mapping reads both
+        assert by_name["type"] == "string" and by_number["type"] == "integer"
+        assert by_name["enum"] == [v.name for v in enum.DESCRIPTOR.values]
     assert "`ALIGNMENT_HARD`: Hard links between words only." in schemas["AlignmentKind"]["description"]
 
 
@@ -169,3 +169,16 @@ def test_a_request_and_model_info_with_64_bit_maps_validate(doc):
     assert body["limits"] == {"max_sentences_per_request": "64"}   # 64-bit ints are strings in JSON
     validator(doc, "ModelInfo").validate(body)
     validator(doc, "ListModelsResponse").validate(json_format.MessageToDict(pb.ListModelsResponse(models=[info])))
+
+
+def test_every_answer_a_route_gives_is_documented_and_the_checked_ranges_are_stated(doc):
+    paths, schemas = doc["paths"], doc["components"]["schemas"]
+    assert "400" in paths["/v1/models"]["get"]["responses"] and "400" in paths["/v1/models/{name}"]["get"]["responses"]
+    assert {"408", "413", "503", "504"} <= set(paths["/translate"]["post"]["responses"])
+    assert {"408", "413"} <= set(paths["/detect"]["post"]["responses"])
+    assert "multipart/form-data" in paths["/translate"]["post"]["requestBody"]["content"]
+    sentences = schemas["TranslateRequest"]["properties"]["sentences"]
+    assert sentences["minItems"] == 1 and sentences["maxItems"] == 64
+    threshold = schemas["AlignRequest"]["properties"]["alignmentThreshold"]
+    assert threshold["exclusiveMinimum"] == 0 and threshold["maximum"] == 1
+    assert schemas["LibreTranslateRequest"]["properties"]["q"]["anyOf"][0]["minLength"] == 1

@@ -1,0 +1,70 @@
+"""A request's body, read and parsed in one place for every route: the size limit first, then
+JSON or a form. Whatever a client sends, the route gets a value or a CallEnded naming what is
+wrong (400, 413); no parser's own exception reaches it.
+
+JSON is read by orjson, stricter than the standard library where a route would otherwise fail
+later: text that is not UTF-8, a lone surrogate (`"\\ud800"`, which no protobuf string and no
+UTF-8 encoder takes), a number past float64's range (`1e400`) and nesting past 1,024 levels are
+all refused as not JSON, with where they are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import orjson
+from starlette.datastructures import FormData
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+
+from attnmt.service.http.context import CallEnded
+
+
+def invalid(message: str) -> CallEnded:
+    return CallEnded(grpc.StatusCode.INVALID_ARGUMENT, message)
+
+
+async def read(request: Request, limit: int, timeout: float) -> bytes:
+    """The whole body, or CallEnded: 413 past `limit` bytes (by Content-Length before reading),
+    408 when it takes over `timeout` seconds to arrive (the connection is then closed)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise CallEnded(grpc.StatusCode.RESOURCE_EXHAUSTED, f"the body is {declared} bytes, over "
+                        f"max_message_bytes ({limit})", http_status=413)
+    chunks, size = [], 0
+    try:
+        async with asyncio.timeout(timeout):
+            async for chunk in request.stream():
+                chunks.append(chunk)
+                size += len(chunk)
+                if size > limit:
+                    raise CallEnded(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                    f"the body is over max_message_bytes ({limit})", http_status=413)
+    except TimeoutError:
+        raise CallEnded(grpc.StatusCode.DEADLINE_EXCEEDED, f"the body took over {timeout:g} s to arrive "
+                        "(http_body_timeout_seconds)", http_status=408) from None
+    return b"".join(chunks)
+
+
+def json_value(body: bytes, what: str = "JSON") -> object:
+    """The JSON value of `body`, or CallEnded(400) saying `the body is not <what>` and why."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as e:
+        raise invalid(f"the body is not {what}: {e}") from None
+
+
+def is_json(request: Request) -> bool:
+    """The request says its body is JSON (`application/json`, `application/*+json`)."""
+    return request.headers.get("content-type", "").split(";")[0].strip().lower().endswith("json")
+
+
+async def form(request: Request, body: bytes) -> FormData:
+    """The url-encoded or multipart form in a body read already (so the size limit applied first)."""
+    async def replay():
+        return {"type": "http.request", "body": body, "more_body": False}
+    try:
+        return await Request(request.scope, replay).form()
+    except HTTPException as e:           # Starlette's words for a multipart body that does not parse
+        raise invalid(f"the form does not parse: {e.detail}") from None
