@@ -6,12 +6,21 @@ is streaming.py's."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from dataclasses import dataclass
+from typing import Callable, TypeVar
 
 import grpc
 
-from attnmt.service.errors import AttnmtError, InvalidInput, ModelNotFound, ResponseTooLarge, Unavailable
+from attnmt.service.errors import (
+    AttnmtError,
+    DeadlineExceeded,
+    InvalidInput,
+    ModelNotFound,
+    ResponseTooLarge,
+    Unavailable,
+)
 from attnmt.service.inference.search import Search, SearchOptions
 from attnmt.service.server import convert
 from attnmt.service.server.admission import BULK, INTERACTIVE
@@ -28,6 +37,12 @@ from attnmt.service.text import documents
 from attnmt.service.text.glossary import Glossary
 from attnmt.service.text.glossary import load_all as load_glossaries
 from attnmt.service.text.translator import Translation, Translator, normalise
+
+T = TypeVar("T")
+# Work off the event loop lets the loop's thread have the GIL for a moment this often: else
+# the loop waits up to the switch interval each time it wakes, several times per call.
+YIELD_EVERY = 0.002
+YIELD_FOR = 0.0001
 
 
 @dataclass
@@ -102,6 +117,44 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
             remaining = min(remaining, cap)
         return None if remaining is None else time.monotonic() + remaining
 
+    @staticmethod
+    async def _off_loop(work: Callable[[Callable[[], None]], T], deadline: float | None) -> T:
+        """`work(check)` on a worker thread, so that the event loop goes on answering other
+        calls (health checks among them) while it reads or writes a document. `check`
+        raises DeadlineExceeded once the deadline has passed or the call has ended; `work`
+        calls it between its steps. The call ends at its deadline even while the work is
+        between two checks; the thread stops at the next one.
+
+        A thread still takes the GIL from the loop for up to the switch interval at a time,
+        so the work must also be short: the markup code is linear in the entry for that."""
+        over = threading.Event()
+        ran_since = [time.monotonic()]
+
+        def check() -> None:
+            now = time.monotonic()
+            if over.is_set() or (deadline is not None and now >= deadline):
+                raise DeadlineExceeded("deadline exceeded while reading or writing the documents")
+            if now - ran_since[0] >= YIELD_EVERY:
+                time.sleep(YIELD_FOR)           # the GIL free: the loop's thread takes it if it waits
+                ran_since[0] = time.monotonic()
+
+        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+        try:
+            return await asyncio.wait_for(asyncio.to_thread(work, check), timeout)
+        except TimeoutError:
+            raise DeadlineExceeded("deadline exceeded while reading or writing the documents") from None
+        finally:
+            over.set()
+
+    @staticmethod
+    async def _on_loop(work: Callable[[Callable[[], None]], T], deadline: float | None) -> T:
+        """`work(check)` right here: plain sentences, whose work the per-request limits bound to
+        well under a millisecond a sentence, cheaper than two thread hops on every call."""
+        def check() -> None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise DeadlineExceeded("deadline exceeded before the sentences were queued")
+        return work(check)
+
     async def _run(self, served: ServedModel, searches: list[Search | None], context,
                    priority: int = INTERACTIVE) -> list:
         """Finish every search (None entries stay None): from the cache when it holds an
@@ -155,35 +208,50 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
         html = convert.text_format(text_format) == pb.TEXT_FORMAT_HTML
         kind, threshold = convert.alignment_kind(opts.alignment), convert.alignment_threshold(opts)
         translator = served.translator
-        if html or split:
-            # Off the event loop: html5lib is pure Python, and every other call on the loop
-            # would wait out its reading of a large page.
-            readings = await asyncio.to_thread(lambda: [
-                documents.read(text, html, split, translator.engine.manifest.source_language,
-                               translator.protector is None, self.settings.max_document_chars,
-                               self.settings.max_document_sentences, fields[i])
-                for i, text in enumerate(entries)])
-        else:
-            readings = [None] * len(entries)
-        sentences = [(i, k, text) for i, (entry, reading) in enumerate(zip(entries, readings))
-                     for k, text in enumerate(reading.sentences if reading else [entry])]
-        if len(sentences) > self.settings.max_queue:
-            raise InvalidInput(f"the request splits into {len(sentences)} sentences, more than the server queues "
-                               f"at once (max_queue {self.settings.max_queue}); send fewer documents per call")
-        searches = [self._search(served, text, options, fields[i] + (f", sentence {k}" if readings[i] else ""))
-                    for i, k, text in sentences]
-        self._check_response_size(searches, kind)
+        language = translator.engine.manifest.source_language
+        deadline = self._deadline(context)
+
+        # Reading, searches and the answer are CPU work that grows with the entries: off the
+        # event loop, each step checking the deadline (the decoding between them is the scheduler's).
+        def read(check) -> tuple[list, list, list[Search | None]]:
+            readings = []
+            for i, text in enumerate(entries):
+                check()
+                readings.append(documents.read(text, html, split, language, translator.protector is None,
+                                               self.settings.max_document_chars,
+                                               self.settings.max_document_sentences, fields[i], check)
+                                if html or split else None)
+            sentences = [(i, k, text) for i, (entry, reading) in enumerate(zip(entries, readings))
+                         for k, text in enumerate(reading.sentences if reading else [entry])]
+            if len(sentences) > self.settings.max_queue:
+                raise InvalidInput(f"the request splits into {len(sentences)} sentences, more than the server "
+                                   f"queues at once (max_queue {self.settings.max_queue}); send fewer documents "
+                                   "per call")
+            check()
+            searches = [self._search(served, text, options, fields[i] + (f", sentence {k}" if readings[i] else ""))
+                        for i, k, text in sentences]
+            self._check_response_size(searches, kind)
+            return readings, sentences, searches
+
+        # documents off the loop (their work grows with the markup), plain sentences on it
+        run = self._off_loop if html or split else self._on_loop
+        readings, sentences, searches = await run(read, deadline)
         searches = await self._run(served, searches, context, priority)
-        done = iter(translator.result(text, s, opts.replace_unknown, glossary) if s else Translation(text, [])
-                    for (_, _, text), s in zip(sentences, searches))
-        messages = []
-        for reading in readings:
-            if reading is None:
-                messages.append(convert.sentence_pb(documents.single(next(done)), kind, threshold))
-            else:
-                document = reading.assemble([next(done) for _ in reading.spans])
-                messages.append(convert.document_pb(document, kind, threshold))
-        return messages
+
+        def answer(check) -> list[pb.Translation]:
+            done = iter(translator.result(text, s, opts.replace_unknown, glossary) if s else Translation(text, [])
+                        for (_, _, text), s in zip(sentences, searches))
+            messages = []
+            for reading in readings:
+                check()
+                if reading is None:
+                    messages.append(convert.sentence_pb(documents.single(next(done)), kind, threshold))
+                else:
+                    document = reading.assemble([next(done) for _ in reading.spans], check)
+                    messages.append(convert.document_pb(document, kind, threshold))
+            return messages
+
+        return await run(answer, deadline)
 
     # --- RPCs ------------------------------------------------------------
 

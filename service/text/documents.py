@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
+from typing import Callable
 
 import sentencex
 
@@ -58,9 +59,11 @@ def single(translation: Translation) -> SentenceResult:
                           translation, source_words, [word_spans(h.text, h.target_words) for h in hypotheses])
 
 
-def sentence_spans(text: str, breaks: set[int], language: str, split: bool, line_breaks: bool) -> list[Span]:
+def sentence_spans(text: str, breaks: set[int], language: str, split: bool, line_breaks: bool,
+                   check: Callable[[], None] | None = None) -> list[Span]:
     """Sentences of `text`, whitespace trimmed, none crossing a break (or, with
-    `line_breaks`, a line break); with `split` sentencex splits between breaks too."""
+    `line_breaks`, a line break); with `split` sentencex splits between breaks too.
+    `check` is called before each piece between breaks; what it raises stops the split."""
     cuts = {0, len(text), *breaks}
     if line_breaks:
         cuts.update(i for i, c in enumerate(text) if c in LINE_BREAKS)
@@ -70,6 +73,8 @@ def sentence_spans(text: str, breaks: set[int], language: str, split: bool, line
         segment = text[start:end]
         if not segment.strip():
             continue
+        if check is not None:
+            check()
         # A line break here is only whitespace (HTML, or plain text without line_breaks).
         prepared = " ".join(segment.split("\n"))          # the same length as segment
         bodies = [p.strip() for p in sentencex.segment(language, prepared)] if split else []
@@ -137,6 +142,19 @@ class Layout:
         self.target = "".join(parts)
         # Gaps and sentences alternate in source order: gap k lies before sentence k.
         self._gap_starts = [start for start, _, _ in self.gaps]
+        # Per sentence, for binary searches (words are in order, so their ends are too): the
+        # ends of its source words; the words with a target word, and their ends; those of
+        # them that are not empty, and their starts. A page of tags inside one long sentence
+        # then costs a search per tag, not a pass over the sentence.
+        self._word_ends = [[end for _, end in words] for words in self.source_words]
+        self._anchored = [[w for w in range(len(words)) if w in strongest]
+                          for words, strongest in zip(self.source_words, self.strongest)]
+        self._anchored_ends = [[words[w][1] for w in anchored]
+                               for words, anchored in zip(self.source_words, self._anchored)]
+        self._spanning = [[w for w in anchored if words[w][1] > words[w][0]]
+                          for words, anchored in zip(self.source_words, self._anchored)]
+        self._spanning_starts = [[words[w][0] for w in spanning]
+                                 for words, spanning in zip(self.source_words, self._spanning)]
 
     def _word_targets(self, k: int, word: int) -> list[Span]:
         return [self.target_words[k][t] for t in self.aligned[k].get(word, ()) if t < len(self.target_words[k])]
@@ -150,13 +168,15 @@ class Layout:
         if at <= start + length:
             return target + at - start
         # otherwise `at` is inside sentence k, which follows gap k
-        words, strongest = self.source_words[k], self.strongest[k]
-        before = [w for w, (_, end) in enumerate(words) if end <= at and w in strongest]
-        after = [w for w, (start, end) in enumerate(words) if start >= at and end > start and w in strongest]
-        if after and (glued_to_next or not before):
-            return self.target_words[k][strongest[after[0]]][0]
-        if before:
-            return self.target_words[k][strongest[before[-1]]][1]
+        strongest = self.strongest[k]
+        i = bisect.bisect_right(self._anchored_ends[k], at)           # the words with a target ending by `at`
+        before = self._anchored[k][i - 1] if i else None
+        j = bisect.bisect_left(self._spanning_starts[k], at)          # the first starting at or after it
+        after = self._spanning[k][j] if j < len(self._spanning[k]) else None
+        if after is not None and (glued_to_next or before is None):
+            return self.target_words[k][strongest[after]][0]
+        if before is not None:
+            return self.target_words[k][strongest[before]][1]
         return self.targets[k][0]
 
     def coverage(self, start: int, end: int, source: str) -> Span | None:
@@ -181,7 +201,11 @@ class Layout:
                     los.append(self.targets[k][0])
                     his.append(self.targets[k][1])
                 continue
-            for w, (ws, we) in enumerate(self.source_words[k]):
+            words = self.source_words[k]
+            for w in range(bisect.bisect_right(self._word_ends[k], start), len(words)):   # the first ending after it
+                ws, we = words[w]
+                if ws >= end:
+                    break
                 letters = [i for i in range(ws, we) if source[i].isalnum()] or [ws]
                 if ws < we and any(start <= i < end for i in letters):
                     # Punctuation glued to the word but outside the element ("<i>luz</i>.")
@@ -210,9 +234,12 @@ class Reading:
     def sentences(self) -> list[str]:
         return [self.source.text[a:b] for a, b in self.spans]
 
-    def assemble(self, translations: list[Translation]) -> Document:
+    def assemble(self, translations: list[Translation], check: Callable[[], None] | None = None) -> Document:
+        """The document the translations make (`check`, called between its steps, may stop it)."""
         layout = Layout(self.source.text, self.spans, translations)
-        text, starts, ends = render(self.source, layout, layout.target)
+        if check is not None:
+            check()
+        text, starts, ends = render(self.source, layout, layout.target, check)
 
         def out_span(a: int, b: int) -> Span:
             if a >= b:              # empty: right after the character before it
@@ -231,17 +258,20 @@ class Reading:
 
 
 def read(entry: str, html: bool, split: bool, language: str, placeholders: bool = True,
-         max_chars: int | None = None, max_sentences: int | None = None, field: str = "text") -> Reading:
+         max_chars: int | None = None, max_sentences: int | None = None, field: str = "text",
+         check: Callable[[], None] | None = None) -> Reading:
     """An entry as a document (InvalidInput for markup nested too deep or a document over its limits).
-    `placeholders`: in HTML, carry placeholders as atoms (for a model that does not protect them)."""
+    `placeholders`: in HTML, carry placeholders as atoms (for a model that does not protect them).
+    `check` is called as the reading goes (between tokens of the markup, between pieces of
+    text); what it raises (a passed deadline) stops it."""
     if max_chars is not None and len(entry) > max_chars:
         raise InvalidInput(f"{field} has {len(entry)} characters, over the limit of {max_chars} "
                            "(max_document_chars)")
     try:
-        source = parse_html(entry, placeholders) if html else plain(entry)
+        source = parse_html(entry, placeholders, check) if html else plain(entry)
     except InvalidInput as e:
         raise InvalidInput(f"{field}: {e}") from None
-    spans = sentence_spans(source.text, source.breaks, language, split, line_breaks=not html)
+    spans = sentence_spans(source.text, source.breaks, language, split, line_breaks=not html, check=check)
     if max_sentences is not None and len(spans) > max_sentences:
         raise InvalidInput(f"{field} has {len(spans)} sentences, over the limit of {max_sentences} "
                            "(max_document_sentences)")

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from typing import Callable
 
 from html5lib import html5parser
 from html5lib._tokenizer import HTMLTokenizer
@@ -43,9 +44,8 @@ DROPPED = "\t\n\f \0"     # characters the parser drops: whitespace where it is 
 
 CHARACTERS, SPACE, START_TAG, END_TAG, PARSE_ERROR = (
     tokenTypes[k] for k in ("Characters", "SpaceCharacters", "StartTag", "EndTag", "ParseError"))
-# Markup that is a whole document, not a fragment: a doctype or <html> first (comments aside).
-DOCUMENT = re.compile(r"[\t\n\f\r ]*(?:<!--.*?-->[\t\n\f\r ]*)*<(?:!doctype|html[\t\n\f\r />])",
-                      re.IGNORECASE | re.DOTALL)
+SPACE = "\t\n\f\r "
+DOCUMENT_START = re.compile(r"<(?:!doctype|html[\t\n\f\r />])", re.IGNORECASE)
 
 # A located character: (character, start, end, the entity it was decoded from as written, or None).
 Located = tuple[str, int, int, str | None]
@@ -77,14 +77,14 @@ class Node(base.Node):
 
     def insertBefore(self, node, refNode):
         node.parent = self
-        self.childNodes.insert(self.childNodes.index(refNode), node)
+        self.childNodes.insert(_index(self.childNodes, refNode), node)
 
     def removeChild(self, node):
         self.childNodes.remove(node)
         node.parent = None
 
     def insertText(self, data: list[Located], insertBefore=None):
-        at = len(self.childNodes) if insertBefore is None else self.childNodes.index(insertBefore)
+        at = len(self.childNodes) if insertBefore is None else _index(self.childNodes, insertBefore)
         if at and isinstance(self.childNodes[at - 1], Text):
             self.childNodes[at - 1].chars += data
         else:
@@ -100,6 +100,16 @@ class Node(base.Node):
 
     def hasContent(self):
         return bool(self.childNodes)
+
+
+def _index(nodes: list, node) -> int:
+    """Where `node` is in `nodes`, looked for from the end: the parser inserts before a node
+    only when foster parenting, before the table, which is its parent's last child (list.index
+    would make a page of foster-parented nodes quadratic)."""
+    for i in range(len(nodes) - 1, -1, -1):
+        if nodes[i] is node:
+            return i
+    raise ValueError("not a child")
 
 
 class _Fragment(Node):
@@ -171,7 +181,7 @@ class _Builder(base.TreeBuilder):
 class _Tokenizer(HTMLTokenizer):
     """html5lib's tokenizer, each token with its "span" in the markup as sent."""
 
-    def __init__(self, markup: str, parser):
+    def __init__(self, markup: str, parser, check: Callable[[], None] | None = None):
         # The stream turns CR LF and CR into LF; do it here, keeping where each character was.
         text = re.sub(r"[\ud800-\udfff]", "\ufffd", markup.replace("\r\n", "\n").replace("\r", "\n"))
         super().__init__(text, parser=parser)
@@ -186,6 +196,7 @@ class _Tokenizer(HTMLTokenizer):
         self.cursor = 0                             # the first of them no inserted text has taken
         self.last_offset = 0
         self.html_start: dict | None = None         # the first <html> start tag
+        self.check = check                          # called before each token is parsed; raises to stop
 
     def _source(self, offset: int) -> int:
         return offset if self.source is None else self.source[offset]
@@ -201,6 +212,8 @@ class _Tokenizer(HTMLTokenizer):
         while self.state():
             if not self.tokenQueue:
                 continue
+            if self.check is not None:
+                self.check()
             self.stream.errors.clear()          # parse errors change nothing in the tree
             end = self._offset()
             while self.tokenQueue:
@@ -280,25 +293,50 @@ class _Tokenizer(HTMLTokenizer):
 
 
 class _Parser(html5parser.HTMLParser):
-    def __init__(self):
+    def __init__(self, check: Callable[[], None] | None):
         super().__init__(tree=_Builder, namespaceHTMLElements=False)
+        self.check = check
 
     def _parse(self, stream, innerHTML=False, container="div", scripting=False, **kwargs):
         # html5lib's own _parse with the located tokenizer
         self.innerHTMLMode = innerHTML
         self.container = container
         self.scripting = scripting
-        self.tokenizer = _Tokenizer(stream, parser=self)
+        self.tokenizer = _Tokenizer(stream, parser=self, check=self.check)
         self.tree.tokenizer, self.tree.created = self.tokenizer, []
         self.reset()
         self.mainLoop()
 
+    def parseError(self, errorcode="XXX-undefined-error", datavars=None):
+        # Parse errors change nothing in the tree; html5lib would record each with its line
+        # and column, counted from the start of the markup every time (quadratic in the errors).
+        pass
 
-def parse(markup: str) -> Node:
+
+def is_document(markup: str) -> bool:
+    """Whether the markup is a whole document, not a fragment: a doctype or <html> first,
+    whitespace and comments aside."""
+    # A scan, not one regular expression: `(?:<!--.*?-->\s*)*` backtracks through every way
+    # of grouping the comments when no doctype follows, which takes time exponential in
+    # their number (and the GIL all along).
+    at = 0
+    while True:
+        while at < len(markup) and markup[at] in SPACE:
+            at += 1
+        if not markup.startswith("<!--", at):
+            return DOCUMENT_START.match(markup, at) is not None
+        end = markup.find("-->", at + 4)
+        if end < 0:
+            return False
+        at = end + 3
+
+
+def parse(markup: str, check: Callable[[], None] | None = None) -> Node:
     """The markup's tree: a document's, else a fragment's in <body> (InvalidInput only when
-    it nests deeper than MAX_DEPTH)."""
-    parser = _Parser()
-    if not DOCUMENT.match(markup):
+    it nests deeper than MAX_DEPTH). `check` is called between tokens: what it raises (a
+    passed deadline) stops the parse."""
+    parser = _Parser(check)
+    if not is_document(markup):
         return parser.parseFragment(markup, container="body")
     document = parser.parse(markup)
     # html5lib makes the root before it reads <html> (whose attributes it then adds): it is that tag's

@@ -39,9 +39,11 @@ are the documents' (`documents.read`).
 
 from __future__ import annotations
 
+import bisect
 import html
 import re
 from dataclasses import dataclass, field
+from typing import Callable
 
 from attnmt.service.text import html5
 from attnmt.service.text.html5 import MAX_DEPTH, too_deep
@@ -135,19 +137,23 @@ def plain(text: str) -> Source:
     return Source(text, Element("", "", 0, None, 0, end=len(text)), set())
 
 
-def parse_html(markup: str, placeholders: bool = True) -> Source:
+def parse_html(markup: str, placeholders: bool = True, check: Callable[[], None] | None = None) -> Source:
     """The markup as a Source, read as a browser reads it (InvalidInput only for nesting
     deeper than MAX_DEPTH). `placeholders`: turn placeholders into atoms (for a model
-    that does not protect them)."""
-    reader = _Reader(markup, placeholders)
+    that does not protect them). `check` is called as the parse goes; what it raises stops it."""
+    reader = _Reader(markup, placeholders, check or _go_on)
     root = Element("", "", 0, None, 0)
-    reader.children(html5.parse(markup), root, 0)
+    reader.children(html5.parse(markup, check), root, 0)
     root.end = body = len(reader.chars)
     reader.attribute_texts()
     text = "".join(reader.chars)
     _mark_spaces(root, text[:body])
     return Source(text, root, reader.breaks, reader.raw_start, reader.raw_end, reader.entities, html=True,
                   body_end=body if body < len(text) else None)
+
+
+def _go_on() -> None:
+    """A check that never stops the work."""
 
 
 def _untranslatable(tag: str, attributes: dict) -> bool:
@@ -158,9 +164,10 @@ def _untranslatable(tag: str, attributes: dict) -> bool:
 class _Reader:
     """html5lib's tree (`html5.parse`) as the stripped text, its elements and atoms."""
 
-    def __init__(self, markup: str, placeholders: bool):
+    def __init__(self, markup: str, placeholders: bool, check: Callable[[], None]):
         self.markup = markup
         self.placeholders = placeholders
+        self.check = check                  # called at each element; raises to stop
         self.chars: list[str] = []
         self.raw_start: list[int] = []
         self.raw_end: list[int] = []
@@ -181,6 +188,7 @@ class _Reader:
                 self.element(child, parent, depth + 1)
 
     def element(self, node: html5.Node, parent: Element, depth: int) -> None:
+        self.check()
         offset = node.token["span"][0] if node.token else node.end[0] if node.end else 0
         if depth > MAX_DEPTH:
             raise too_deep(node.name, offset)
@@ -349,9 +357,67 @@ def _mark_spaces(element: Element, text: str) -> None:
 
 # --- back into markup ----------------------------------------------------------
 
-def _place(element: Element, layout, source_text: str) -> None:
-    """Intervals for the children of `element` (whose own interval is set)."""
-    placed: list[Element] = []
+class _Placed:
+    """The intervals of the children of one element placed so far. They never overlap (an
+    empty one is a point not inside any other), so they are kept in position order and each
+    new one is moved off them with a few binary searches (a scan of every earlier sibling
+    would make a page of siblings quadratic)."""
+
+    def __init__(self):
+        self.starts: list[int] = []             # the non-empty intervals, in position order
+        self.ends: list[int] = []
+        self.points: list[int] = []             # the empty ones, in position order
+        self.covered: dict[int, int] = {}       # start -> a point up to which all is covered
+
+    def _covered_until(self, at: int) -> int:
+        """The first point from `at` on that no interval covers, across touching intervals."""
+        path = []
+        while at in self.covered:
+            path.append(at)
+            at = self.covered[at]
+        for start in path:                      # path compression: the next walk jumps
+            self.covered[start] = at
+        return at
+
+    def settle(self, lo: int, hi: int) -> tuple[int, int]:
+        """[lo, hi) moved off the intervals placed: out past the ones it starts inside (or,
+        unless it is empty, at the start of) to the first end at or after `hi` (an empty
+        interval there), or to where they stop touching; then ended where the next one begins."""
+        k = bisect.bisect_right(self.starts, lo) - 1            # the last one starting at or before lo
+        if k >= 0 and lo < self.ends[k] and (lo < hi or self.starts[k] < lo):
+            free = self._covered_until(self.ends[k])
+            if hi >= free:
+                lo = free
+            else:           # it ends inside the run of touching intervals: empty, at the end of that one
+                lo = hi = self.ends[bisect.bisect_right(self.starts, hi - 1) - 1]
+        k = bisect.bisect_right(self.starts, lo)
+        if k < len(self.starts):
+            hi = min(hi, self.starts[k])
+        k = bisect.bisect_right(self.points, lo)
+        if k < len(self.points):
+            hi = min(hi, self.points[k])
+        return lo, hi
+
+    def add(self, lo: int, hi: int) -> None:
+        if lo == hi:
+            bisect.insort(self.points, lo)
+            return
+        k = bisect.bisect_right(self.starts, lo)
+        self.starts.insert(k, lo)
+        self.ends.insert(k, hi)
+        self.covered[lo] = hi
+
+    def outside(self, at: int) -> int:
+        """A point inside an interval moved to its end."""
+        k = bisect.bisect_right(self.starts, at) - 1
+        return self.ends[k] if k >= 0 and self.starts[k] < at < self.ends[k] else at
+
+
+def _place(element: Element, layout, source_text: str, check: Callable[[], None] = _go_on) -> None:
+    """Intervals for the children of `element` (whose own interval is set): each element
+    where the alignment puts what it holds, clamped into its parent and moved off the
+    siblings before it; each atom where the alignment puts its position, out of them."""
+    placed = _Placed()
     for child in element.children:
         if isinstance(child, Atom):
             continue
@@ -359,37 +425,27 @@ def _place(element: Element, layout, source_text: str) -> None:
         lo, hi = covered if covered else (layout.position(child.start),) * 2
         lo = min(max(lo, element.lo), element.hi)
         hi = min(max(hi, lo), element.hi)
-        for _ in range(2):                  # off the earlier siblings (each move can meet another)
-            for sibling in placed:
-                overlaps = sibling.lo < hi and lo < sibling.hi
-                inside = lo == hi and sibling.lo < lo < sibling.hi
-                if overlaps or inside:
-                    if lo < sibling.lo:
-                        hi = sibling.lo
-                    else:
-                        lo = sibling.hi
-                        hi = max(hi, lo)
-        child.lo, child.hi = lo, hi
-        placed.append(child)
-        _place(child, layout, source_text)
+        child.lo, child.hi = placed.settle(lo, hi)
+        placed.add(child.lo, child.hi)
+        check()
+        _place(child, layout, source_text, check)
     for child in element.children:
         if isinstance(child, Atom):
             glued = child.at < len(source_text) and source_text[child.at].isalnum()
-            at = min(max(layout.position(child.at, glued), element.lo), element.hi)
-            for sibling in placed:
-                if sibling.lo < at < sibling.hi:
-                    at = sibling.hi
-            child.lo = at
+            child.lo = placed.outside(min(max(layout.position(child.at, glued), element.lo), element.hi))
 
 
-def render(source: Source, layout, target: str) -> tuple[str, list[int], list[int]]:
+def render(source: Source, layout, target: str,
+           check: Callable[[], None] | None = None) -> tuple[str, list[int], list[int]]:
     """The target text with the source's markup put back; and for each target character
     where it ended up in the output ([start, end), an entity being several characters).
-    `layout` maps source positions and ranges to the target (documents.Layout)."""
+    `layout` maps source positions and ranges to the target (documents.Layout). `check` is
+    called at each element; what it raises stops the work."""
+    check = check or _go_on
     root = source.root
     # the body's translation; the alt and title values' follow it
     root.lo, root.hi = 0, len(target) if source.body_end is None else layout.position(source.body_end)
-    _place(root, layout, source.text)
+    _place(root, layout, source.text, check)
     out: list[str] = []
     size = 0
     starts = [0] * len(target)
@@ -427,6 +483,7 @@ def render(source: Source, layout, target: str) -> tuple[str, list[int], list[in
         write(tag[at:])
 
     def emit(element: Element) -> None:
+        check()
         write_tag(element.start_tag, element.attributes)
         at = element.lo
         for child in sorted(element.children, key=lambda c: (c.lo, c.hi if isinstance(c, Element) else c.lo,

@@ -226,9 +226,6 @@ def test_connections_over_the_limit_get_a_json_503(tiny_model):
                 s.close()
 
 
-# NOT YET FIXED: the markup transfer (service/text/markup.py) takes minutes on this document and
-# holds the event loop meanwhile, so health checks time out; run it again once it is fast.
-@pytest.mark.xfail(run=False, reason="16,000 <p> still blocks the server (service/text/markup.py)")
 @pytest.mark.timeout(120)
 def test_the_worst_case_markup_is_answered(http):
     """16,000 `<p>` in one HTML document (service/text/markup.py's worst case): a 200 or a 400

@@ -13,9 +13,11 @@ structural, so a retrained model passes them too. The gRPC cases use the tiny mo
 
 from __future__ import annotations
 
+import gc
 import html as html_module
 import random
 import re
+import time
 from collections import Counter
 from html.parser import HTMLParser
 
@@ -24,11 +26,13 @@ import html5lib
 import pytest
 
 from attnmt.service.client import Client
-from attnmt.service.errors import InvalidInput
+from attnmt.service.errors import DeadlineExceeded, InvalidInput
 from attnmt.service.inference.search import SearchOptions
 from attnmt.service.stubs import translator_pb2 as pb
-from attnmt.service.text.documents import translate_documents
-from attnmt.service.text.markup import VOID, parse_html
+from attnmt.service.text.documents import Layout, read, translate_documents
+from attnmt.service.text.html5 import MAX_DEPTH, is_document
+from attnmt.service.text.markup import VOID, Element, _place, parse_html, render
+from attnmt.service.text.translator import Translation
 from conftest import REPO
 
 BUNDLED = REPO / "models" / "rnnsearch-es-en"
@@ -355,6 +359,98 @@ def test_only_nesting_deeper_than_the_limit_is_refused():
     with pytest.raises(InvalidInput, match=r"^markup: <b> at offset 300 nests deeper than 100 elements"):
         parse_html("<b>" * 101 + "Hola")
     parse_html("<p>" * 5000 + "<li>" * 5000)          # implied end tags: never deep
+
+
+# --- hostile markup --------------------------------------------------------------
+
+WIDE = "<p>" * 16_000                                               # 48 KB of empty siblings
+DEEP = ("<b>" * MAX_DEPTH + "x" + "</b>" * MAX_DEPTH) * 60          # nesting at the limit, 48 KB
+ATTRIBUTES = "<i alt=sí title=yo></i>" * 2_000                     # 46 KB, 4,000 values to translate
+
+
+def hostile(markup: str, times: int = 1) -> str:
+    """The markup with `times` as many elements (the entry limit aside)."""
+    unit = {WIDE: "<p>", DEEP: DEEP[:len(DEEP) // 60], ATTRIBUTES: ATTRIBUTES[:len(ATTRIBUTES) // 2_000]}[markup]
+    return markup + unit * ((times - 1) * (len(markup) // len(unit)))
+
+
+def placement_seconds(markup: str, runs: int = 5) -> float:
+    """The best of `runs` timings of the tags' placement and writing (`render`), the text
+    untranslated (each sentence's translation empty). The garbage collector is off while
+    timing: its passes over every live object would time the heap, not the placement."""
+    reading = read(markup, True, True, "es")
+    layout = Layout(reading.source.text, reading.spans, [Translation(s, []) for s in reading.sentences])
+    best = float("inf")
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(runs):
+            start = time.perf_counter()
+            render(reading.source, layout, layout.target)
+            best = min(best, time.perf_counter() - start)
+    finally:
+        gc.enable()
+    return best
+
+
+@pytest.mark.parametrize("markup", [WIDE, DEEP, ATTRIBUTES], ids=["siblings", "depth", "alt-title"])
+def test_placing_twice_the_elements_takes_at_most_twice_as_long(markup):
+    # Interleaved best-of-5 timings, so that a busy machine slows both sizes alike. A scan of
+    # the earlier siblings per element (quadratic) made the ratio 4.
+    ratios = []
+    for _ in range(3):
+        ratios.append(placement_seconds(hostile(markup, 2)) / placement_seconds(markup))
+        if ratios[-1] <= 2.2:
+            break
+    assert min(ratios) <= 2.2, ratios
+
+
+def test_empty_siblings_come_back_in_their_order():
+    reading = read(WIDE, True, True, "es")
+    layout = Layout(reading.source.text, [], [])
+    assert render(reading.source, layout, layout.target)[0] == "<p></p>" * 16_000
+
+
+@pytest.mark.parametrize("intervals, placed", [
+    ([(0, 2), (1, 4)], [(0, 2), (2, 4)]),                   # moved off the end of an earlier one
+    ([(2, 4), (0, 3)], [(2, 4), (0, 2)]),                   # cut where an earlier one begins
+    ([(0, 4), (1, 2)], [(0, 4), (4, 4)]),                   # inside one: empty, at its end
+    ([(0, 2), (2, 4), (1, 3)], [(0, 2), (2, 4), (4, 4)]),   # across touching ones
+    ([(0, 2), (2, 4), (1, 2)], [(0, 2), (2, 4), (2, 2)]),   # to the first end it reaches
+    ([(3, 3), (0, 5), (3, 3)], [(3, 3), (0, 3), (3, 3)]),   # an empty one cuts; empty ones share a point
+])
+def test_each_element_is_moved_off_the_siblings_placed_before_it(intervals, placed):
+    class Aligned:                          # element k's text is source character k
+        def coverage(self, start, end, source):
+            return intervals[start]
+
+        def position(self, at, glued=False):
+            return intervals[at][0]
+    root = Element("", "", 0, None, 0, end=len(intervals), lo=0, hi=5)
+    root.children = [Element("b", "<b>", k, root, k + 1, end=k + 1) for k in range(len(intervals))]
+    _place(root, Aligned(), "x" * len(intervals))
+    assert [(child.lo, child.hi) for child in root.children] == placed
+
+
+def test_comments_before_the_markup_take_linear_time():
+    # A regular expression that could group the comments in every way took twice as long
+    # for each comment more (24: 3 s).
+    start = time.perf_counter()
+    assert not is_document("<!-- x -->" * 5_000 + "<p>Hola")
+    assert is_document("<!-- x -->" * 5_000 + "\n<!DOCTYPE html><p>Hola")
+    assert time.perf_counter() - start < 0.5
+
+
+def test_a_check_between_tokens_stops_the_reading():
+    calls = []
+
+    def check():
+        calls.append(1)
+        if len(calls) > 100:
+            raise DeadlineExceeded("deadline exceeded")
+    with pytest.raises(DeadlineExceeded):
+        read(WIDE, True, True, "es", check=check)
+    assert len(calls) == 101
 
 
 # --- over gRPC ------------------------------------------------------------------
