@@ -6,6 +6,7 @@ runs it)."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 from importlib import metadata
@@ -175,6 +176,7 @@ class Server:
             served.scheduler.start()
         if s.warmup:
             await self._warmup()
+        quiet_collector()
         for name in ("", SERVICE_NAME):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         self.metrics.ready.set(1)
@@ -260,3 +262,19 @@ class Server:
         if self._stopping is not None:
             await self._stopping
 
+
+def quiet_collector() -> None:
+    """Keep Python's full garbage collections short and rare in a serving process.
+
+    A full collection walks every tracked object and holds the GIL throughout: with the models,
+    tokenizers and the gRPC and HTTP machinery loaded, one after a request that made many objects
+    (a large HTML document) took 70-110 ms, and the event loop answered nothing meanwhile, health
+    checks included. What is loaded at start lives as long as the process, so it is frozen out of
+    the collector's sight (`gc.freeze`); and full collections come after 1,000 rather than 10
+    middle-generation ones, since a request's objects die young. (CPython 3.11 also holds a full
+    collection back until a quarter of the long-lived objects are new, which a freeze makes easy
+    to reach.)"""
+    gc.collect()
+    gc.freeze()
+    threshold0, threshold1, _ = gc.get_threshold()
+    gc.set_threshold(threshold0, threshold1, 1000)
