@@ -85,11 +85,7 @@ class Server:
         options = EngineOptions(device=s.device, precision=s.precision, intra_op_threads=s.intra_op_threads,
                                 inter_op_threads=s.inter_op_threads, optimization=s.graph_optimization,
                                 allow_spinning=s.allow_spinning, idle_spinning=s.idle_spinning, shortlist=s.shortlist)
-        limits = SchedulerLimits(max_batch_rows=s.max_batch_rows, max_batch_tokens=s.max_batch_tokens,
-                                 max_cache_bytes=s.max_cache_bytes,
-                                 max_queue=s.max_queue, max_queue_delay=s.queue_delay_seconds,
-                                 min_joiners=s.min_joiners, max_join_delay=s.max_join_delay_ms / 1000,
-                                 retry_after=s.retry_after_seconds, continuous=s.batching == "continuous")
+        limits = SchedulerLimits.from_settings(s)
         for model_dir in s.models:
             engine = Engine(model_dir, options)
             engine.shared_decoder  # noqa: B018 - a server loads every graph up front: a bad one stops start-up

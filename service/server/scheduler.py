@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import Callable
 
 from attnmt.service.errors import DecodeFailed, Unavailable
@@ -27,6 +26,10 @@ log = logging.getLogger(__name__)
 __all__ = ["Scheduler", "SchedulerLimits", "Job"]
 
 
+# How long `close` waits for the worker's current step before it answers for it.
+CLOSE_TIMEOUT = 10.0
+
+
 class Scheduler:
     def __init__(self, translator: Translator, limits: SchedulerLimits, metrics: Metrics,
                  on_death: Callable[[BaseException], None] | None = None, retry_hint: RetryHint | None = None):
@@ -39,6 +42,7 @@ class Scheduler:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._on_death = on_death
         self.dead: BaseException | None = None
+        self._pending: set[Job] = set()         # the loop's: submitted, neither answered nor withdrawn
         self.worker = DecodeWorker(translator.engine, limits, metrics, self.model,
                                    deliver=self._hand_back, on_death=self._worker_died,
                                    last_refusal=lambda: self.retry_hint.last_refusal)
@@ -49,20 +53,30 @@ class Scheduler:
         self._loop = asyncio.get_running_loop()
         self.worker.start()
 
-    async def close(self) -> None:
-        """Stop the worker after its current step (without blocking the loop) and
-        fail whatever it had not answered."""
+    async def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
+        """Stop the worker after its current step (without blocking the loop); it answers
+        what it holds (UNAVAILABLE) before it exits. If that step outlasts `timeout`, the
+        calls still waiting are failed here, on the loop, and the worker's own answers
+        come too late to count."""
         if self.worker.thread.is_alive():
-            left = await asyncio.to_thread(self.worker.stop, 10.0)
+            stopped = await asyncio.to_thread(self.worker.stop, timeout)
         else:
-            left = self.worker.stop(0)
-        self._settle([(job, Unavailable("server is shutting down")) for job in left])
+            stopped = self.worker.stop(0)
+        await asyncio.sleep(0)                   # run the worker's last hand-back, already scheduled
+        if not stopped:
+            log.error("the decode worker of model %s is still in a step after %gs; failing its %d calls",
+                      self.model, timeout, len(self._pending))
+        left, self._pending = self._pending, set()
+        for job in left:                         # never handed to a running worker, or stuck in a step
+            if not job.future.done():
+                job.future.set_exception(Unavailable("server is shutting down"))
 
     def submit(self, searches: list[Search], deadline: float | None, client: str = "",
                priority: int = INTERACTIVE) -> list[Job]:
         """Admit sentences or refuse them all at once; await each job's future."""
         if self.dead is not None:
-            raise DecodeFailed(f"the decode worker of model {self.model} has stopped: {self.dead}")
+            raise DecodeFailed(f"the decode worker of model {self.model} has stopped: {type(self.dead).__name__}: "
+                               f"{self.dead}")
         waiting = self.worker.waiting
         if waiting + len(searches) > self.limits.max_queue:
             raise queue_full(waiting, self.limits.max_queue, len(searches), self.retry_hint, self.metrics)
@@ -71,18 +85,16 @@ class Scheduler:
         jobs = [Job(s, loop.create_future(), deadline, client, priority, protocol) for s in searches]
         rpc_record.attach(self.model, jobs)         # for traces and the request log, when they are on
         self.worker.put(jobs)
+        self._pending.update(jobs)
         return jobs
 
     def cancel(self, jobs: list[Job]) -> None:
-        """The caller gave up (client cancel or deadline): drop its sentences at the next step."""
+        """The caller gave up (client cancel or deadline): its futures are cancelled here,
+        and the worker drops its sentences at the next step boundary and counts them."""
         for job in jobs:
-            # gather() has already cancelled the futures of a cancelled caller
-            unanswered = job.future.cancelled() or not job.future.done()
-            if unanswered and not job.cancelled:
-                job.cancelled = True
-                expired = job.expired(time.monotonic())
-                self.metrics.rejected.labels("deadline_exceeded" if expired else "cancelled", job.protocol).inc()
-        self.worker.poke()
+            job.future.cancel()                  # a no-op once answered
+            self._pending.discard(job)
+        self.worker.withdraw(jobs)
 
     # --- results from the worker thread ---------------------------------------
 
@@ -98,22 +110,23 @@ class Scheduler:
 
     def _settle(self, results: list[Result]) -> None:
         for job, error in results:
+            self._pending.discard(job)
+            if error is None:                    # decoded, even for a caller who has just left
+                search = job.search
+                hyp = search.best()[0]
+                self.metrics.sentences.labels(self.model, job.protocol).inc()
+                self.metrics.source_tokens.labels(self.model).inc(search.src_len)
+                self.metrics.target_tokens.labels(self.model).inc(len(hyp.tokens))
             if job.future.done():
                 continue
             if error is not None:
                 job.future.set_exception(error)
-                continue
-            search = job.search
-            hyp = search.best()[0]
-            self.metrics.sentences.labels(self.model, job.protocol).inc()
-            self.metrics.source_tokens.labels(self.model).inc(search.src_len)
-            self.metrics.target_tokens.labels(self.model).inc(len(hyp.tokens))
-            job.future.set_result(search)
+            else:
+                job.future.set_result(job.search)
 
     def _worker_died(self, error: BaseException) -> None:
-        """Worker thread: fail everything it held; the server stops reporting SERVING."""
+        """Worker thread, after it failed everything it held: new calls are refused and the
+        server stops reporting SERVING."""
         self.dead = error
-        failure = DecodeFailed(f"the decode worker of model {self.model} stopped: {type(error).__name__}: {error}")
-        self._call_on_loop(self._settle, [(job, failure) for job in self.worker.take_all()])
         if self._on_death is not None:
             self._call_on_loop(self._on_death, error)

@@ -10,10 +10,17 @@ worker: a batch is formed, decoded to its end, and only then answered and
 replaced.
 
 The event loop never waits on a step and the worker never waits on the event
-loop: the loop hands work over through `put` (a lock-protected queue) and
-marks cancellations on the job, and the worker returns finished sentences
-through `loop.call_soon_threadsafe`, once per step. ONNX Runtime releases the
-GIL while a step runs, so the loop's Python (gRPC, protobuf) overlaps it.
+loop. Each piece of state has one owner:
+- the inbox (`put`'s arrivals, `withdraw`'s cancellations, the stop request) is
+  shared, under `_cond`; the loop appends, the worker empties it at step
+  boundaries, and nobody does more than a list append or swap while holding it;
+- the queue, the batch and every job's `outcome` belong to the worker thread:
+  only the worker marks a job cancelled or expired, counts it, and answers it;
+- a job's future belongs to the loop: the worker hands results back through
+  `loop.call_soon_threadsafe`, once per step.
+ONNX Runtime releases the GIL while a step runs, so the loop's Python (gRPC,
+protobuf) overlaps it. When asked to stop, the worker answers every sentence it
+holds before it exits.
 """
 
 from __future__ import annotations
@@ -22,14 +29,17 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from attnmt.service.errors import DeadlineExceeded, DecodeFailed
+from attnmt.service.errors import DeadlineExceeded, DecodeFailed, Unavailable
 from attnmt.service.inference.batch import DecodeBatch
 from attnmt.service.inference.engine import Engine
 from attnmt.service.inference.search import Search
 from attnmt.service.server.admission import INTERACTIVE, FairQueue
 from attnmt.service.server.metrics import Metrics
+
+if TYPE_CHECKING:
+    from attnmt.service.server.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -41,25 +51,41 @@ log = logging.getLogger(__name__)
 IDLE_ROWS = 8
 IDLE_AFTER_REFUSAL = 10.0
 
+SHUTTING_DOWN = "server is shutting down"
+
+# Job.outcome: how the worker settled a sentence, once.
+TRANSLATED, FAILED, CANCELLED, EXPIRED, UNANSWERED = "translated", "failed", "cancelled", "deadline_exceeded", \
+    "unavailable"
+
 
 @dataclass(frozen=True)
 class SchedulerLimits:
-    max_batch_rows: int = 64
-    max_batch_tokens: int = 8192      # rows x longest source in a step
-    max_cache_bytes: int = 0          # growing states (self-attention caches) of a step; 0: no limit
-    max_queue: int = 1024
-    max_queue_delay: float = 0.002    # seconds an idle worker waits for more sentences
-    min_joiners: int = 1              # a running batch (half full or more) takes joiners this many at a time
-    max_join_delay: float = 0.0       # seconds a waiting sentence waits for that company at most
-    retry_after: float = 0.5
-    continuous: bool = True
+    """The worker's and the scheduler's share of `Settings`; built by `from_settings` only."""
+    max_batch_rows: int
+    max_batch_tokens: int             # rows x longest source in a step
+    max_cache_bytes: int              # growing states (self-attention caches) of a step; 0: no limit
+    max_queue: int
+    max_queue_delay: float            # seconds an idle batch waits for company before its first step
+    min_joiners: int                  # a running batch (half full or more) takes joiners this many at a time
+    max_join_delay: float             # seconds a waiting sentence waits for that company at most
+    retry_after: float
+    continuous: bool
+
+    @classmethod
+    def from_settings(cls, settings: "Settings") -> "SchedulerLimits":
+        s = settings
+        return cls(max_batch_rows=s.max_batch_rows, max_batch_tokens=s.max_batch_tokens,
+                   max_cache_bytes=s.max_cache_bytes, max_queue=s.max_queue, max_queue_delay=s.queue_delay_seconds,
+                   min_joiners=s.min_joiners, max_join_delay=s.max_join_delay_ms / 1000,
+                   retry_after=s.retry_after_seconds, continuous=s.batching == "continuous")
 
 
 @dataclass(eq=False)
 class Job:
     """One sentence between the event loop and the worker. `future` belongs to
-    the loop (the worker never touches it); `cancelled` is written by the loop
-    and read by the worker at step boundaries."""
+    the loop (the worker never touches it); `outcome` and the timings below
+    belong to the worker. The loop asks for cancellation through
+    `DecodeWorker.withdraw`, never by writing the job."""
     search: Search
     future: object                    # asyncio.Future
     deadline: float | None            # time.monotonic() value
@@ -67,7 +93,7 @@ class Job:
     priority: int = INTERACTIVE       # INTERACTIVE (unary calls) or BULK (streams)
     protocol: str = "grpc"            # how the call came (metrics' `protocol` label)
     enqueued: float = field(default_factory=time.monotonic)
-    cancelled: bool = False
+    outcome: str | None = None        # TRANSLATED, FAILED, CANCELLED, EXPIRED or UNANSWERED, set once
     # Written by the worker, for traces and the request log (rpc_record.py): when the
     # sentence joined the batch, when its encoding ended and when its last step ended
     # (time.monotonic()); the worker's (steps, rows) totals when it joined and when it left.
@@ -79,6 +105,11 @@ class Job:
 
     def expired(self, now: float) -> bool:
         return self.deadline is not None and now >= self.deadline
+
+    @property
+    def width(self) -> int:
+        """Rows it takes in a step: its beam, or one for forced decoding."""
+        return self.search.options.beam_size if self.search.forced is None else 1
 
     @property
     def steps(self) -> int:
@@ -101,17 +132,29 @@ class DecodeWorker:
                  last_refusal: Callable[[], float] = lambda: float("-inf")):
         self.limits = limits
         self.metrics = metrics
-        self.batch = DecodeBatch(engine)
+        self.name = name
         self._engine = engine
         self._deliver = deliver            # called on the worker thread; must hand over thread-safely
         self._on_death = on_death
         self._last_refusal = last_refusal  # time.monotonic() of the server's latest refusal
+        # The inbox, shared with the event loop under _cond: appended to there, emptied here.
         self._cond = threading.Condition()
+        self._arrivals: list[Job] = []
+        self._arriving_rows = 0
+        self._withdrawals: list[Job] = []
+        self._stopping = False
+        self._refusal: Callable[[], Exception] | None = None   # once set, put refuses with it
+        # One writer each, so no lock: sentences put (the loop) and sentences that left the queue
+        # (the worker); `waiting` is the difference.
+        self._put_count = 0
+        self._left_count = 0
+        # The worker thread's own.
+        self.batch = DecodeBatch(engine)
         self._waiting = FairQueue()
         self._jobs: dict[int, Job] = {}    # search id -> job, for sentences in the batch
         self._held: list[Job] = []         # request-level mode: done, answered when the batch ends
+        self._suspects: list[Job] = []     # after a failed step: decoded again one at a time, first first
         self._deferred_since: float | None = None   # when sentences first waited for joining company
-        self._stopping = False
         self.steps = 0
         self.rows = 0                      # rows over all steps (Job.rows is a difference of these)
         self.thread = threading.Thread(target=self._main, name=f"decode-{name}", daemon=True)
@@ -123,97 +166,147 @@ class DecodeWorker:
 
     @property
     def waiting(self) -> int:
-        return len(self._waiting)
+        """Sentences put and not yet in the batch (nor dropped)."""
+        return self._put_count - self._left_count
 
     def put(self, jobs: list[Job]) -> None:
+        """Hand sentences over; raises Unavailable once stopping, DecodeFailed once the worker died."""
         with self._cond:
-            for job in jobs:
-                self._waiting.append(job)
-            self.metrics.queue_depth.set(len(self._waiting))
+            if self._refusal is not None:
+                raise self._refusal()
+            self._arrivals += jobs
+            self._arriving_rows += sum(job.width for job in jobs)
+            self._put_count += len(jobs)
+            self._cond.notify()
+        self.metrics.queue_depth.set(self.waiting)
+
+    def withdraw(self, jobs: list[Job]) -> None:
+        """The callers gave up: the worker drops these sentences at its next step boundary
+        and counts each once (deadline_exceeded if its deadline has passed by then, else
+        cancelled); one it has already answered is left as it is."""
+        with self._cond:
+            self._withdrawals += jobs
             self._cond.notify()
 
-    def poke(self) -> None:
-        """Something changed (a cancellation): look at the queue and batch again."""
-        with self._cond:
-            self._cond.notify()
-
-    def stop(self, timeout: float | None = None) -> list[Job]:
-        """Stop after the current step; returns the jobs never answered."""
+    def stop(self, timeout: float | None = None) -> bool:
+        """Stop after the current step; the worker answers every sentence it holds
+        (UNAVAILABLE) before it exits. True once it has exited; False if it is still
+        in a step after `timeout` seconds (then it answers when that step ends)."""
         with self._cond:
             self._stopping = True
+            if self._refusal is None:
+                self._refusal = lambda: Unavailable(SHUTTING_DOWN)
             self._cond.notify()
-        if self.thread.ident is not None:           # started
-            self.thread.join(timeout)
-        return self.take_all()
-
-    def take_all(self) -> list[Job]:
-        """Every job not answered yet, removed from the worker (stopping or dead)."""
-        with self._cond:
-            left = list(self._waiting) + list(self._jobs.values()) + self._held
-            self._waiting.clear()
-            self._jobs.clear()
-            self._held = []
-        return left
+        if self.thread.ident is None:               # never started: it holds nothing but the inbox
+            return True
+        self.thread.join(timeout)
+        return not self.thread.is_alive()
 
     # --- the worker thread -------------------------------------------------------
 
     def _main(self) -> None:
         try:
-            while True:
-                joining = self._next_joiners()
-                if joining is None:
-                    return
+            while (joining := self._next_joiners()) is not None:
+                failed = None
                 try:
                     self._iterate(joining)
                 except Exception as e:  # noqa: BLE001 - a failing step fails its sentences, not the worker
-                    log.exception("decoder step failed")
-                    self.metrics.step_failures.inc()
-                    self._isolate(DecodeFailed(f"decoder step failed: {type(e).__name__}: {e}"))
+                    failed = e
+                if failed is not None:      # outside the handler: isolation's own errors are not its context
+                    self._step_failed(failed)
         except BaseException as e:  # the worker itself broke: nothing will decode any more
-            log.critical("decode worker died", exc_info=True)
-            self._on_death(e)
+            log.critical("decode worker of model %s died (%d sentences in the batch, %d waiting)", self.name,
+                         len(self._jobs), len(self._waiting), exc_info=True)
+            failure = DecodeFailed(f"the decode worker of model {self.name} has stopped: {type(e).__name__}: {e}")
+            failure.__cause__ = e
+            try:
+                self._exit(failure)
+            finally:
+                self._on_death(e)
+            return
+        self._exit(Unavailable(SHUTTING_DOWN))
 
     def _next_joiners(self) -> list[Job] | None:
-        """Wait for work; drop the dead; return the sentences joining the next step
-        (None when stopping)."""
+        """Wait for work; take the inbox; drop the dead; return the sentences joining the
+        next step (None when stopping)."""
         with self._cond:
-            while not self._stopping and not self._waiting and not self._jobs:
+            while not (self._stopping or self._arrivals or self._withdrawals or self._waiting or self._jobs):
                 self.metrics.queue_depth.set(0)
                 self.metrics.inflight.set(0)
                 self._cond.wait()
-            if self._stopping:
-                return None
-            if not self._jobs and self.limits.max_queue_delay and len(self._waiting) < self.limits.max_batch_rows:
-                # An idle batch waits briefly so that concurrent arrivals share the first step.
-                self._cond.wait(self.limits.max_queue_delay)
-            results = self._drop_dead()
+            if not self._jobs and not self._waiting and self._arrivals and self.limits.max_queue_delay:
+                self._gather()
+            stopping, arrivals, withdrawals = self._take_inbox()
+        results = self._absorb(arrivals, withdrawals)
+        joining = None
+        if not stopping:
+            results += self._drop_dead()
             joining = [] if self._defer_joining() else self._admit()
-            self.metrics.queue_depth.set(len(self._waiting))
+            self.metrics.queue_depth.set(self.waiting)
         if results:
             self._deliver(results)
         return joining
 
+    def _gather(self) -> None:
+        """With _cond held, on an idle batch: wait until `max_queue_delay` after the first
+        arrival, or until the arrivals fill a step, so that concurrent arrivals share the
+        first step (each `put` wakes this wait; it goes back to waiting)."""
+        closes = self._arrivals[0].enqueued + self.limits.max_queue_delay
+        while not self._stopping and self._arriving_rows < self.limits.max_batch_rows:
+            left = closes - time.monotonic()
+            if left <= 0:
+                return
+            self._cond.wait(left)
+
+    def _take_inbox(self) -> tuple[bool, list[Job], list[Job]]:
+        """With _cond held: (stopping, arrivals, withdrawals), the inbox emptied."""
+        arrivals, withdrawals = self._arrivals, self._withdrawals
+        self._arrivals, self._withdrawals, self._arriving_rows = [], [], 0
+        return self._stopping, arrivals, withdrawals
+
+    def _absorb(self, arrivals: list[Job], withdrawals: list[Job]) -> list[Result]:
+        """Arrivals join the queue; withdrawn sentences not answered yet are marked and
+        counted here, once, and leave their container in `_drop_dead`."""
+        for job in arrivals:
+            self._waiting.append(job)
+        now, results = time.monotonic(), []
+        for job in withdrawals:
+            if job.outcome is None:
+                results += self._settle_dead(job, now, withdrawn=True)
+        return results
+
+    def _settle_dead(self, job: Job, now: float, withdrawn: bool = False) -> list[Result]:
+        """Mark and count a sentence that will not be decoded further: expired, or withdrawn
+        by its caller. Only an expired one is answered (its caller may still be waiting)."""
+        if job.expired(now):
+            job.outcome = EXPIRED
+            self.metrics.rejected.labels(EXPIRED, job.protocol).inc()
+            return [(job, DeadlineExceeded("deadline exceeded before the translation finished"))]
+        if withdrawn:
+            job.outcome = CANCELLED
+            self.metrics.rejected.labels(CANCELLED, job.protocol).inc()
+        return []
+
     def _drop_dead(self) -> list[Result]:
-        """Remove cancelled and expired sentences from the queue and the batch."""
+        """Remove withdrawn and expired sentences from the queue and the batch."""
         now = time.monotonic()
         results: list[Result] = []
-        for job in self._waiting.remove(lambda j: j.cancelled or j.expired(now)):
-            results += self._dead(job, now)
-        for job in [j for j in self._jobs.values() if j.cancelled or j.expired(now)]:
+
+        def dead(job: Job) -> bool:
+            return job.outcome is not None or job.expired(now)
+        for job in self._waiting.remove(dead):
+            self._left_count += 1
+            if job.outcome is None:
+                results += self._settle_dead(job, now)
+        for job in [j for j in self._jobs.values() if dead(j)]:
             self.batch.remove(job.search)
             del self._jobs[job.search.id]
-            results += self._dead(job, now)
+            if job.outcome is None:
+                results += self._settle_dead(job, now)
         if not self._jobs and self._held:           # request-level: the batch ended by cancellation
             results += [(job, None) for job in self._held]
             self._held = []
         return results
-
-    def _dead(self, job: Job, now: float) -> list[Result]:
-        if job.cancelled:                            # the caller is gone: nobody to answer
-            return []
-        job.cancelled = True
-        self.metrics.rejected.labels("deadline_exceeded", job.protocol).inc()
-        return [(job, DeadlineExceeded("deadline exceeded before the translation finished"))]
 
     def _defer_joining(self) -> bool:
         """Whether waiting sentences wait one more step for company. The encoder costs more
@@ -244,13 +337,10 @@ class DecodeWorker:
         # rows, longest source and longest translation to come once this round's joiners are in
         budget = {"rows": self.batch.n_rows, "longest": self.batch.longest, "to_come": 0}
 
-        def width(job: Job) -> int:
-            return job.search.options.beam_size if job.search.forced is None else 1
-
         def fits(job: Job) -> bool:
             if not budget["rows"]:
                 return True              # an empty step takes anything (limits are checked at the door)
-            rows, longest = budget["rows"] + width(job), max(budget["longest"], job.search.src_len)
+            rows, longest = budget["rows"] + job.width, max(budget["longest"], job.search.src_len)
             if (self.limits.max_cache_bytes
                     and self.batch.cache_peak_bytes(rows, max(job.search.max_length, budget["to_come"]))
                     > self.limits.max_cache_bytes):
@@ -259,11 +349,12 @@ class DecodeWorker:
 
         def admit(job: Job) -> None:
             joining.append(job)
-            budget["rows"] += width(job)
+            budget["rows"] += job.width
             budget["longest"] = max(budget["longest"], job.search.src_len)
             budget["to_come"] = max(budget["to_come"], job.search.max_length)
 
-        self._waiting.take(lambda job: width(job) * job.search.src_len, fits, admit)
+        self._waiting.take(lambda job: job.width * job.search.src_len, fits, admit)
+        self._left_count += len(joining)
         return joining
 
     def _iterate(self, joining: list[Job]) -> None:
@@ -296,7 +387,7 @@ class DecodeWorker:
         done = [self._jobs.pop(s.id) for s in finished]
         ended = time.monotonic()
         for job in done:
-            job.finished, job.totals_left = ended, (self.steps, self.rows)
+            job.finished, job.totals_left, job.outcome = ended, (self.steps, self.rows), TRANSLATED
         if not self.limits.continuous and self._jobs:
             self._held += done                      # request-level: answer when the whole batch is done
             return
@@ -309,30 +400,94 @@ class DecodeWorker:
     def _idle(self, rows: int) -> bool:
         """Whether the next step has cores to spare (IDLE_ROWS, IDLE_AFTER_REFUSAL)."""
         refused_lately = time.monotonic() - self._last_refusal() <= IDLE_AFTER_REFUSAL
-        return rows <= IDLE_ROWS and not self._waiting and not refused_lately
+        return rows <= IDLE_ROWS and not self.waiting and not refused_lately
 
-    def _isolate(self, error: Exception) -> None:
+    # --- a failed step ------------------------------------------------------------
+
+    def _step_failed(self, error: Exception) -> None:
+        log.error("decoder step of model %s failed (%d sentences in %d rows, step %d); decoding them again one "
+                  "at a time", self.name, len(self._jobs), self.batch.n_rows, self.steps + 1, exc_info=error)
+        self.metrics.step_failures.inc()
+        failure = DecodeFailed(f"decoder step failed (model {self.name}): {type(error).__name__}: {error}")
+        failure.__cause__ = error
+        self._isolate(failure)
+
+    def _isolate(self, error: DecodeFailed) -> None:
         """After a failed step, decode each of the batch's sentences again, alone and from
         the start: a poisoned sentence fails by itself and its batch-mates (other
         requests' sentences) still get their answers. Rare, so simple beats fast: this is
-        a bisection down to single sentences, run before anything else joins."""
-        jobs = list(self._jobs.values()) + self._held
+        a bisection down to single sentences, run before anything else joins. Between
+        steps it takes the inbox as the batch does: a withdrawn or expired sentence stops
+        there, and a stop leaves the rest in `_suspects` for `_exit` to answer."""
+        self._suspects = list(self._jobs.values())
         self._jobs.clear()
-        self._held = []
+        held, self._held = self._held, []
         self.batch = DecodeBatch(self._engine)
         self.metrics.inflight.set(0)
-        for job in jobs:
-            if job.cancelled or job.expired(time.monotonic()):
-                self._deliver(self._dead(job, time.monotonic()))
-                continue
-            job.search.restart()
-            alone = DecodeBatch(self._engine)
+        if held:                                    # request-level: finished before the failure
+            self._deliver([(job, None) for job in held])
+        while self._suspects:
+            if not self._decode_alone(self._suspects[0], error):
+                return
+            self._suspects.pop(0)
+
+    def _decode_alone(self, job: Job, error: DecodeFailed) -> bool:
+        """Decode one suspect alone and answer it; False when the worker is stopping first."""
+        alone: DecodeBatch | None = None
+        while alone is None or len(alone):
+            if not self._between_steps():
+                return False
+            now = time.monotonic()
+            if job.outcome is not None:             # withdrawn: counted, nobody to answer
+                return True
+            if job.expired(now):
+                self._deliver(self._settle_dead(job, now))
+                return True
             try:
-                alone.add([job.search])
-                while len(alone):
-                    alone.step()
+                if alone is None:
+                    job.search.restart()
+                    alone = DecodeBatch(self._engine)
+                    alone.add([job.search])
+                alone.step()
             except Exception:  # noqa: BLE001 - this sentence fails the step by itself
-                log.exception("sentence %d fails the decoder step alone", job.search.id)
+                log.exception("model %s: sentence %d fails the decoder step alone", self.name, job.search.id)
+                job.outcome = FAILED
                 self._deliver([(job, error)])
-            else:
-                self._deliver([(job, None)])
+                return True
+        job.outcome = TRANSLATED
+        self._deliver([(job, None)])
+        return True
+
+    def _between_steps(self) -> bool:
+        """A step boundary outside the batch: take the inbox and drop the queue's dead;
+        False when stopping."""
+        with self._cond:
+            stopping, arrivals, withdrawals = self._take_inbox()
+        results = self._absorb(arrivals, withdrawals) + self._drop_dead()
+        if results:
+            self._deliver(results)
+        return not stopping
+
+    # --- the end ----------------------------------------------------------------------
+
+    def _exit(self, error: Exception) -> None:
+        """Answer every sentence the worker still holds, then refuse new ones: the finished
+        with their translation, the withdrawn not at all, the others with `error`."""
+        with self._cond:
+            self._refusal = lambda: type(error)(str(error))
+            _, arrivals, withdrawals = self._take_inbox()
+        results = self._absorb(arrivals, withdrawals)
+        results += [(job, None) for job in self._held]
+        left = [*self._waiting, *self._jobs.values(), *self._suspects]
+        self._left_count += len(self._waiting)
+        self._waiting.clear()
+        self._jobs.clear()
+        self._held, self._suspects = [], []
+        for job in left:
+            if job.outcome is None:
+                job.outcome = FAILED if isinstance(error, DecodeFailed) else UNANSWERED
+                results.append((job, error))
+        self.metrics.queue_depth.set(0)
+        self.metrics.inflight.set(0)
+        if results:
+            self._deliver(results)

@@ -1,8 +1,11 @@
 """Overload: the retry hint that adapts to the refusal rate, and the one queue-full refusal."""
 
+import logging
+import re
+
 import grpc
 
-from attnmt.service.errors import InvalidInput, Overloaded, StreamIdle
+from attnmt.service.errors import DecodeFailed, InvalidInput, Overloaded, StreamIdle
 from attnmt.service.server.metrics import Metrics
 from attnmt.service.server.overload import RetryHint, queue_full
 from attnmt.service.server.status import error_pb, status_of
@@ -57,4 +60,21 @@ def test_a_stream_item_error_has_its_domain_code_and_a_bug_is_internal():
     assert error_pb(InvalidInput("sentence: too long")).code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
     assert error_pb(StreamIdle("idle")).code == grpc.StatusCode.DEADLINE_EXCEEDED.value[0]
     bug = error_pb(KeyError("x"))
-    assert bug.code == grpc.StatusCode.INTERNAL.value[0] and bug.message == "internal error: KeyError: 'x'"
+    assert bug.code == grpc.StatusCode.INTERNAL.value[0]
+    assert re.fullmatch(r"internal error \(request [0-9a-f]{16}\): KeyError", bug.message)   # 'x' stays in the log
+
+
+def test_an_internal_error_reaches_the_caller_as_a_request_id_and_the_log_with_its_cause(caplog):
+    bug = KeyError("x")
+    with caplog.at_level(logging.ERROR, logger="attnmt.service.server.status"):
+        answer = error_pb(bug)
+    request_id = re.search(r"request ([0-9a-f]{16})", answer.message)[1]
+    (record,) = caplog.records
+    assert request_id in record.getMessage() and record.exc_info[1] is bug     # the traceback is in the log
+
+    failure = DecodeFailed("decoder step failed (model tiny): RuntimeError: boom")
+    caplog.clear()
+    with caplog.at_level(logging.ERROR, logger="attnmt.service.server.status"):
+        answer = error_pb(failure)
+    assert answer.message.startswith("decoder step failed (model tiny)") and "(request " in answer.message
+    assert re.search(r"request ([0-9a-f]{16})", answer.message)[1] in caplog.records[0].getMessage()

@@ -13,6 +13,7 @@ from attnmt.service.errors import DeadlineExceeded, Overloaded, Unavailable
 from attnmt.service.inference.search import SearchOptions
 from attnmt.service.server.metrics import Metrics
 from attnmt.service.server.scheduler import Scheduler, SchedulerLimits
+from attnmt.service.server.settings import Settings
 from conftest import synthetic_corpus
 
 SHORT = "peru vidas kasa ."
@@ -23,8 +24,15 @@ def run(coro):
     return asyncio.run(coro)
 
 
-async def started(translator, **limits) -> Scheduler:
-    scheduler = Scheduler(translator, SchedulerLimits(**{"max_queue_delay": 0.0, **limits}), Metrics())
+def limits(**settings) -> SchedulerLimits:
+    """The server's own limits: Settings' defaults with `settings` over them (a beam fits the rows)."""
+    beam = min(Settings.model_fields["max_beam_size"].default, settings.get("max_batch_rows", 64))
+    beams = {"max_beam_size": beam, "default_beam_size": min(beam, Settings.model_fields["default_beam_size"].default)}
+    return SchedulerLimits.from_settings(Settings(**{**beams, **settings}))
+
+
+async def started(translator, **settings) -> Scheduler:
+    scheduler = Scheduler(translator, limits(**settings), Metrics())
     scheduler.start()
     return scheduler
 
@@ -133,7 +141,7 @@ def test_request_level_batch_answers_early_finishers_when_the_last_one_is_cancel
     """Issue 7 #1: request-level batching holds finished sentences until the batch ends;
     if the batch ends because its last sentence was cancelled, they must still be answered."""
     async def main():
-        scheduler = await started(translator, continuous=False)
+        scheduler = await started(translator, batching="request")
         long_job, short_job = scheduler.submit(
             [translator.search(LONG + " " + LONG, SearchOptions(max_length_ratio=10, max_length_extra=300)),
              translator.search(SHORT, SearchOptions())], None)
@@ -182,17 +190,17 @@ def test_a_busy_batch_takes_joiners_together_or_after_the_delay(translator):
     encoder call for them), and a sentence left alone joins once `max_join_delay` passed."""
     target = " ".join(["peru amas mesa roja ."] * 15)          # forced rows: 240 steps
 
-    async def main(max_join_delay):
-        scheduler = await started(translator, max_batch_rows=8, min_joiners=3, max_join_delay=max_join_delay)
+    async def main(max_join_delay_ms):
+        scheduler = await started(translator, max_batch_rows=8, min_joiners=3, max_join_delay_ms=max_join_delay_ms)
         busy = scheduler.submit([translator.search(SHORT, SearchOptions(), target=target) for _ in range(5)], None)
         while scheduler.worker.steps < 2:
             await asyncio.sleep(0.001)
         first, = scheduler.submit([translator.search(SHORT, SearchOptions())], None)
         seen = scheduler.worker.steps
-        while scheduler.worker.steps < seen + 20 and max_join_delay > 1:
+        while scheduler.worker.steps < seen + 20 and max_join_delay_ms > 1000:
             await asyncio.sleep(0.001)
         alone_after_20_steps = first.joined is None
-        others = [] if max_join_delay < 1 else scheduler.submit(
+        others = [] if max_join_delay_ms < 1000 else scheduler.submit(
             [translator.search(t, SearchOptions()) for t in ("gato .", "sola amas luna .")], None)
         await asyncio.gather(*(j.future for j in [first, *others]))
         for job in busy:
@@ -201,9 +209,9 @@ def test_a_busy_batch_takes_joiners_together_or_after_the_delay(translator):
         await scheduler.close()
         return alone_after_20_steps, first, others
 
-    alone, first, others = run(main(max_join_delay=60.0))
+    alone, first, others = run(main(max_join_delay_ms=10_000))
     assert alone and first.joined == others[0].joined == others[1].joined
-    _, first, _ = run(main(max_join_delay=0.005))
+    _, first, _ = run(main(max_join_delay_ms=5))
     assert first.joined - first.enqueued >= 0.005
     assert first.rows >= 6 * first.steps           # it joined the busy batch (5 rows), not an empty one
 
@@ -239,7 +247,7 @@ def test_a_worker_that_dies_fails_its_calls_and_refuses_new_ones(translator, mon
     deaths = []
 
     async def main():
-        scheduler = Scheduler(translator, SchedulerLimits(max_queue_delay=0.0), Metrics(), on_death=deaths.append)
+        scheduler = Scheduler(translator, limits(), Metrics(), on_death=deaths.append)
         original = DecodeWorker._next_joiners
         calls = {"n": 0}
 
@@ -278,7 +286,7 @@ def test_a_poisoned_sentence_fails_alone_and_its_batch_mates_succeed(translator,
     want = [t.best.text for t in translator.translate(texts)]
 
     async def main():
-        scheduler = await started(translator, max_queue_delay=0.05)   # all arrive in the same first step
+        scheduler = await started(translator, max_queue_delay_ms=50)   # all arrive in the same first step
         others = [translator.search(t, SearchOptions()) for t in texts]
         jobs = [scheduler.submit([s], None)[0] for s in others[:3]] + scheduler.submit([poison], None) + \
             [scheduler.submit([s], None)[0] for s in others[3:]]
