@@ -1,5 +1,5 @@
 """The measurement subcommands of `attnmt`: bench (engine, server, offline, serving, http, glossary,
-quality, score-functions, overload, soak, order), evaluate, evaluate-alignment, fit-quality.
+quality, score-functions, overload, soak, order), evaluate, evaluate-public, evaluate-alignment, fit-quality.
 
 Found by `attnmt` through the `attnmt.commands` entry point; the modules that run them
 (torch, grpc, sacrebleu, the client) are imported only when one runs, so they cost
@@ -127,6 +127,32 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(and its AER on every split) as the manifest's `hard_links`, the server's default")
     p.add_argument("--json", type=Path, help="also write the report here")
     p.set_defaults(func=cmd_evaluate_alignment)
+
+    p = sub.add_parser("evaluate-public", help="models and Apertium on the public test sets (FLORES-200, "
+                                               "newstest2013, Tatoeba...) in one run: BLEU, chrF, paired bootstrap, "
+                                               "the published figures beside them")
+    p.add_argument("--testsets", action="append", metavar="DIR|URL",
+                   help="a folder of NAME.spa/NAME.eng test sets, or the upstream address of one test set's file "
+                        "(downloaded once; repeatable; default: tests/data/public)")
+    p.add_argument("--set", action="append", metavar="NAME",
+                   help="only this test set (repeatable; default: every pair found), e.g. newstest2013")
+    p.add_argument("--model", type=Path, action="append",
+                   help="an exported model directory (repeatable; the first is what the others are tested "
+                        "against; default: models/transformer-es-en)")
+    p.add_argument("--apertium", action=argparse.BooleanOptionalAction, default=True,
+                   help="translate with Apertium in the same run (default; skipped with a note when it is not "
+                        "installed)")
+    p.add_argument("--direction", choices=["spa-eng", "eng-spa"], default="spa-eng",
+                   help="which file is the source (a model that translates the other way is skipped)")
+    p.add_argument("--beam", type=int, default=5)
+    p.add_argument("--limit", type=int, metavar="N", help="at most N sentences of each test set, evenly spaced")
+    p.add_argument("--samples", type=int, default=1000, help="paired bootstrap resamples")
+    p.add_argument("--seed", type=int, default=12345, help="the bootstrap's seed (sacreBLEU's default)")
+    p.add_argument("--cache", type=Path, help="where downloaded test sets are kept (default: "
+                                              "$XDG_CACHE_HOME/attnmt/testsets)")
+    p.add_argument("--out", type=Path, help="also write every system's translations here")
+    p.add_argument("--json", type=Path, help="also write the report here")
+    p.set_defaults(func=cmd_evaluate_public)
 
     p = sub.add_parser("bench", help="benchmarks")
     bench = p.add_subparsers(dest="bench", required=True)
@@ -337,6 +363,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                       args.baseline)
     print(json.dumps(report, indent=2))
     return 0
+
+
+def cmd_evaluate_public(args: argparse.Namespace) -> int:
+    from attnmt.bench.public import CACHE, cmd_evaluate_public
+    args.testsets = args.testsets or [str(REPO / "tests" / "data" / "public")]
+    args.model = args.model or [REPO / "models" / "transformer-es-en"]
+    args.cache = args.cache or CACHE
+    return cmd_evaluate_public(args)
 
 
 def cmd_evaluate_alignment(args: argparse.Namespace) -> int:

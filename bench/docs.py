@@ -9,7 +9,7 @@ A document marks a generated block with a pair of comments,
 and `make docs-figures` (`python -m attnmt.bench.docs`) rewrites what lies between them:
 test-set scores and alignment error from each bundled model's `manifest.json`, the other
 measured figures from `docs/measured.json` (each with its command, CPU and date), the public
-test sets from `bench-results/public-baseline.json` when `attnmt evaluate-public` has written it,
+test sets from `docs/public.json` (`make benchmark-public` writes it),
 and the settings table from the pydantic model in `service/server/settings.py`. `--check`
 rewrites nothing and exits 1 naming every stale block (tests/unit/bench/test_docs.py runs it).
 
@@ -29,7 +29,7 @@ from typing import Callable
 REPO = Path(__file__).resolve().parents[1]
 MODELS = ("transformer-es-en", "rnnsearch-es-en")    # the bundled models, the default first
 MEASURED = Path("docs/measured.json")
-PUBLIC = Path("bench-results/public-baseline.json")
+PUBLIC = Path("docs/public.json")
 BLOCK = re.compile(r"(<!-- figures:(?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /figures:(?P=name) -->)", re.S)
 # Test sets as the manifests name them, in the order the tables show them.
 TESTSETS = {"bible/test": "Bible", "gettext/test": "software", "everyday/test": "everyday"}
@@ -170,9 +170,10 @@ def public(repo: Path) -> str:
         m = report.get("machine", {})
         cpu = f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores" if isinstance(m, dict) else str(m)
         return (table(["test set", "sentences", "system", "BLEU", "chrF"], rows, 3)
-                + f"\n\nBeam {report['beam']}; measured {report['date']} on {cpu}: `attnmt evaluate-public "
-                  f"--json {PUBLIC}`. Published figures are copied from their sources (`bench/published.json`), "
-                  "not measured here.")
+                + f"\n\nBeam {report['beam']}; measured {report['date']} on {cpu}: `make benchmark-public "
+                  "PUBLIC_TESTSETS=DIR` (DIR: a copy of OPUS-MT-testsets' `testsets/spa-eng`, for newstest2013; "
+                  "FLORES-200 and Tatoeba come from `tests/data/public`), Apertium in the same run. Published "
+                  "figures are copied from their sources (`bench/published.json`), not measured here.")
     return measured_table(repo, "public_baseline")
 
 

@@ -24,10 +24,11 @@ from attnmt.service.plotting import plot_alignment
 from attnmt.service.text.translator import Translator
 
 
-def apertium(sources: list[str]) -> list[str] | None:
+def apertium(sources: list[str], pair: str = "spa-eng") -> list[str] | None:
+    """Apertium's translations of `sources`, a line each; None when it is not installed or fails."""
     if shutil.which("apertium") is None:
         return None
-    proc = subprocess.run(["apertium", "-u", "spa-eng"], input="\n".join(sources) + "\n",
+    proc = subprocess.run(["apertium", "-u", pair], input="\n".join(sources) + "\n",
                           capture_output=True, text=True)
     if proc.returncode != 0:
         return None
