@@ -18,11 +18,7 @@ from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 
-from attnmt.service.http.context import CallEnded
-
-
-def invalid(message: str) -> CallEnded:
-    return CallEnded(grpc.StatusCode.INVALID_ARGUMENT, message)
+from attnmt.service.http.errors import CallEnded, invalid
 
 
 async def read(request: Request, limit: int, timeout: float) -> bytes:

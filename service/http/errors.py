@@ -1,15 +1,18 @@
-"""Every error the HTTP front answers, in one place: a route's CallEnded, Starlette's own
-HTTPException (unknown path, method not allowed, a form that does not parse) and our bugs
-all become the JSON body the route documents (service/http/openapi.py), with the same
-status whichever layer noticed.
+"""Every error the HTTP front answers, in one place: a domain exception from the core
+(service/errors.py), a route's own CallEnded, Starlette's HTTPException (unknown path, method
+not allowed, a form that does not parse) and our bugs all become the JSON body the route
+documents (service/http/openapi.py), with the same status whichever layer noticed.
 
-Two shapes: LibreTranslate's routes answer `{"error": "..."}` as LibreTranslate does; every
-other path answers the native API's `{"error": {"code": "INVALID_ARGUMENT", "message": ...}}`.
+A status is a google.rpc code (a domain exception carries its own: the one gRPC sends for it)
+and the HTTP status google.rpc maps that code to (`HTTP_STATUS_OF`). Two body shapes:
+LibreTranslate's routes answer `{"error": "..."}` as LibreTranslate does; every other path
+answers the native API's `{"error": {"code": "INVALID_ARGUMENT", "message": ...}}`.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import secrets
 
 import grpc
@@ -18,7 +21,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from attnmt.service.http.context import CallEnded
+from attnmt.service.errors import AttnmtError, Overloaded, code_of, public_message
 
 log = logging.getLogger("attnmt")
 
@@ -33,6 +36,55 @@ CODE_OF_STATUS = {400: grpc.StatusCode.INVALID_ARGUMENT, 403: grpc.StatusCode.PE
                   408: grpc.StatusCode.DEADLINE_EXCEEDED, 413: grpc.StatusCode.RESOURCE_EXHAUSTED,
                   429: grpc.StatusCode.RESOURCE_EXHAUSTED, 500: grpc.StatusCode.INTERNAL,
                   503: grpc.StatusCode.UNAVAILABLE}
+
+
+# google.rpc.Code -> HTTP, as google/rpc/code.proto gives it
+HTTP_STATUS_OF: dict[grpc.StatusCode, int] = {
+    grpc.StatusCode.OK: 200,
+    grpc.StatusCode.INVALID_ARGUMENT: 400,
+    grpc.StatusCode.FAILED_PRECONDITION: 400,
+    grpc.StatusCode.OUT_OF_RANGE: 400,
+    grpc.StatusCode.UNAUTHENTICATED: 401,
+    grpc.StatusCode.PERMISSION_DENIED: 403,
+    grpc.StatusCode.NOT_FOUND: 404,
+    grpc.StatusCode.ALREADY_EXISTS: 409,
+    grpc.StatusCode.ABORTED: 409,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
+    grpc.StatusCode.CANCELLED: 499,       # the client went away; nobody reads the answer
+    grpc.StatusCode.UNIMPLEMENTED: 501,
+    grpc.StatusCode.UNAVAILABLE: 503,
+    grpc.StatusCode.DEADLINE_EXCEEDED: 504,
+}
+
+
+class CallEnded(Exception):
+    """An HTTP call ends with a status other than OK: its google.rpc code, the message, the
+    HTTP status (google.rpc's for the code unless given) and, for an overload, the retry delay."""
+
+    def __init__(self, code: grpc.StatusCode, message: str, retry_after: float | None = None,
+                 http_status: int | None = None):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.retry_after = retry_after
+        self.http_status = http_status or HTTP_STATUS_OF.get(code, 500)
+
+    def retry_after_header(self, default: float) -> dict[str, str]:
+        """`Retry-After` (whole seconds, as HTTP requires) for refusals a client should retry."""
+        if self.http_status not in (429, 503):
+            return {}
+        return {"Retry-After": str(max(1, math.ceil(self.retry_after or default)))}
+
+
+def ended(error: Exception) -> CallEnded:
+    """A domain exception (or a bug) as the end of an HTTP call: the code it carries, what
+    the caller may read of it (an INTERNAL one: a request id the log gives beside it)."""
+    return CallEnded(grpc.StatusCode[code_of(error)], public_message(error),
+                     error.retry_after if isinstance(error, Overloaded) else None)
+
+
+def invalid(message: str) -> CallEnded:
+    return CallEnded(grpc.StatusCode.INVALID_ARGUMENT, message)
 
 
 class JSONResponse(Response):
@@ -73,6 +125,9 @@ def exception_handlers(retry_after_default: float) -> dict:
     async def call_ended(request: Request, error: CallEnded) -> Response:
         return call_ended_response(request.url.path, error, retry_after_default)
 
+    async def domain_error(request: Request, error: AttnmtError) -> Response:
+        return call_ended_response(request.url.path, ended(error), retry_after_default)
+
     async def http_exception(request: Request, error: HTTPException) -> Response:
         path, status = request.url.path, error.status_code
         if status == 404:
@@ -85,7 +140,7 @@ def exception_handlers(retry_after_default: float) -> dict:
                                   grpc.StatusCode.INTERNAL)
         return JSONResponse(error_body(path, code, status, message), status, headers=error.headers)
 
-    return {CallEnded: call_ended, HTTPException: http_exception}
+    return {CallEnded: call_ended, AttnmtError: domain_error, HTTPException: http_exception}
 
 
 class Crashes:

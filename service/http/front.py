@@ -1,6 +1,6 @@
 """HTTP beside gRPC in one process: a Starlette app on uvicorn, run in the event loop
-grpc.aio already runs, calling the same servicer, schedulers, overload gate and
-metrics. An HTTP call is an ordinary caller of the decode worker, not a second server.
+grpc.aio already runs, calling the same core (service/server/core.py), schedulers, overload
+gate and metrics. An HTTP call is an ordinary caller of the decode worker, not a second server.
 
 Why Starlette and uvicorn: a well-kept ASGI toolkit and server that can run inside an
 existing loop (`uvicorn.Server.serve`); the schemas are the proto's, so FastAPI's
@@ -18,6 +18,7 @@ import socket
 import ssl
 import time
 from importlib import resources
+from typing import Awaitable, Callable
 
 import grpc
 import uvicorn
@@ -29,12 +30,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from attnmt.service.errors import ConfigError, Overloaded
+from attnmt.service.errors import AttnmtError, ConfigError
 from attnmt.service.http import body, errors, libretranslate, native
-from attnmt.service.http.context import CallEnded, Caller, HttpContext, call, key_name, timeout_of
+from attnmt.service.http.caller import Caller, key_name, timeout_of
+from attnmt.service.http.errors import CallEnded, ended
 from attnmt.service.http.protocol import HeadDeadlineProtocol
 from attnmt.service.server import rpc_record
-from attnmt.service.server.app import SERVICE_NAME
+from attnmt.service.server.core import SERVICE_NAME
 from attnmt.service.server.metrics import CALL_PROTOCOL
 
 log = logging.getLogger("attnmt")
@@ -44,6 +46,42 @@ log = logging.getLogger("attnmt")
 PAGE_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
                "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
 DOCS_POLICY = PAGE_POLICY
+
+
+# a method of the core: (request message, *, deadline, client) -> its answer
+Answer = Callable[..., Awaitable]
+
+
+async def until_disconnected(receive) -> None:
+    """Return when the client has gone away (the body must have been read already)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+async def until_answered(work: Awaitable, receive):
+    """The answer `work` gives; when the client disconnects first, `work` is cancelled (the core
+    withdraws its sentences from the batch) and the call ends CANCELLED. A domain exception
+    becomes CallEnded (errors.ended)."""
+    task = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(until_disconnected(receive))
+    try:
+        await asyncio.wait((task, gone), return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    finally:
+        gone.cancel()
+    if task.done():
+        try:
+            return task.result()
+        except AttnmtError as e:
+            raise ended(e) from None
+    task.cancel()
+    try:
+        await task
+    except (asyncio.CancelledError, AttnmtError):
+        pass
+    raise CallEnded(grpc.StatusCode.CANCELLED, "the client disconnected")
 
 
 class _EmbeddedUvicorn(uvicorn.Server):
@@ -144,23 +182,22 @@ class HttpFront:
                             else "the API key is not valid")
         request.state.key_name = name
 
-    def context(self, request: Request) -> HttpContext:
+    async def call(self, method_name: str, message, request: Request, answer: Answer):
+        """`answer(message, deadline=..., client=...)`, a method of the core, for an HTTP request,
+        recorded like a gRPC call of `method_name` (traces, the request log) when the server
+        records calls. A domain exception becomes CallEnded here (errors.ended)."""
         caller = Caller(request.client, request.headers, getattr(request.state, "key_name", None),
                         self.trusted_proxies)
-        return HttpContext(caller, timeout_of(request.headers))
-
-    async def call(self, method_name: str, message, request: Request):
-        """One servicer method for an HTTP request, recorded like a gRPC call (traces, the request
-        log) when the server records calls."""
-        method = getattr(self.servicer, method_name)
-        context = self.context(request)
+        timeout = timeout_of(request.headers)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        work = answer(message, deadline=deadline, client=caller.client)
         if not self.sinks:
-            return await call(method, message, context, request.receive)
+            return await until_answered(work, request.receive)
         metadata = tuple((k, v) for k, v in request.headers.items() if k not in ("authorization", "x-api-key"))
         record = rpc_record.begin(f"/{SERVICE_NAME}/{method_name}", metadata, message, protocol="http")
         code, details, error = "OK", "", None
         try:
-            return await call(method, message, context, request.receive)
+            return await until_answered(work, request.receive)
         except CallEnded as e:
             code, details = e.code.name, e.message
             raise
@@ -181,8 +218,7 @@ class HttpFront:
         """The overload gate, as gRPC's interceptor applies it: refuse before any work when no
         model can take one more sentence."""
         if self.server.queues_full():
-            refusal: Overloaded = self.server.refusal(message)
-            raise CallEnded(grpc.StatusCode.RESOURCE_EXHAUSTED, str(refusal), refusal.retry_after)
+            raise ended(self.server.refusal(message))
 
     def ready(self) -> bool:
         return self.server.serving
@@ -224,9 +260,9 @@ class HttpFront:
                          exception_handlers=errors.exception_handlers(s.retry_after_seconds))
 
     async def start(self, server) -> None:
-        """Listen and serve; `server` is service/server/app.py's Server (servicer, metrics, gate)."""
+        """Listen and serve; `server` is service/server/app.py's Server (core, metrics, gate)."""
         self.server, self.settings, self.metrics = server, server.settings, server.metrics
-        self.servicer = server.servicer
+        self.core = server.core
         self.sinks = server.record_sinks
         s = self.settings
         self.api_keys = read_api_keys(s.api_keys) if s.api_keys else None

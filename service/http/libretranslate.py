@@ -3,7 +3,7 @@ extensions): `POST /translate`, `POST /detect`, `GET /languages`, `GET /frontend
 `GET /health`. Read from libretranslate/app.py; the quirks kept are in docs/http.md.
 
 Each `q` is a document: split into sentences (and read as HTML for `format: html`),
-translated through the same servicer as every other call. Errors are LibreTranslate's
+translated through the same core as every other call. Errors are LibreTranslate's
 `{"error": "..."}` with 400, 403, 429 (Retry-After), 500 and 503.
 """
 
@@ -11,23 +11,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import grpc
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from attnmt.service.http import body
-from attnmt.service.http.context import CallEnded, timeout_of
-from attnmt.service.http.errors import JSONResponse
+from attnmt.service.http.caller import timeout_of
+from attnmt.service.http.errors import CallEnded, JSONResponse, invalid
 from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.text import language
 
 AUTO = "auto"
 SHORT_TEXT = 40     # characters below which LibreTranslate detects on all texts together
-
-
-def invalid(message: str) -> CallEnded:
-    return CallEnded(grpc.StatusCode.INVALID_ARGUMENT, message)
 
 
 @dataclass
@@ -137,7 +132,8 @@ def alternatives_of(entry: pb.Translation, wanted: int) -> list[str]:
 
 def routes(front) -> list[Route]:
     settings = front.settings
-    pairs = LanguagePairs(front.servicer.models, front.servicer.default)
+    core = front.core
+    pairs = LanguagePairs(core.models, core.default)
 
     async def translate(request: Request) -> Response:
         # a CallEnded raised here is answered by service/http/errors.py, in LibreTranslate's shape
@@ -193,7 +189,7 @@ def routes(front) -> list[Route]:
                                        beam_size=wanted + 1 if wanted + 1 > settings.default_beam_size else 0,
                                        alignment=pb.ALIGNMENT_NONE))
         front.refuse_if_full(message)
-        reply = await front.call("Translate", message, request)
+        reply = await front.call("Translate", message, request, core.translate)
         results = [t.text for t in reply.translations]
         answer = {"translatedText": results if batch else results[0]}
         if wanted:

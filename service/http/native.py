@@ -1,6 +1,6 @@
 """The native JSON API: the proto's RPCs through protobuf's JSON mapping
 (lowerCamelCase names out, both spellings in, enums by name), answered by the
-same servicer as gRPC. Errors: `{"error": {"code": "INVALID_ARGUMENT", "message": ...}}`
+same core as gRPC (service/server/core.py). Errors: `{"error": {"code": "INVALID_ARGUMENT", "message": ...}}`
 with the HTTP status google.rpc maps the code to.
 """
 
@@ -60,8 +60,10 @@ def strict_numbers(values: dict, descriptor, path: str = "") -> None:
 
 
 def routes(front) -> list[Route]:
-    """The /v1 routes, /healthz and /readyz; `front` is the HttpFront (service/http/app.py)."""
-    def rpc(method_name: str, message_class, http_method: str, refuse_when_full: bool = False):
+    """The /v1 routes, /healthz and /readyz; `front` is the HttpFront (service/http/front.py)."""
+    core = front.core
+
+    def rpc(method_name: str, message_class, http_method: str, answer, refuse_when_full: bool = False):
         async def endpoint(request: Request) -> Response:
             # a CallEnded raised here is answered by service/http/errors.py
             front.check_key(request, key=None)
@@ -71,7 +73,7 @@ def routes(front) -> list[Route]:
                 message = message_class(**request.path_params)
             if refuse_when_full:
                 front.refuse_if_full(message)
-            reply = await front.call(method_name, message, request)
+            reply = await front.call(method_name, message, request, answer)
             return JSONResponse(message_json(reply))
         return endpoint
 
@@ -82,11 +84,17 @@ def routes(front) -> list[Route]:
         ready = front.ready()
         return JSONResponse({"status": "SERVING" if ready else "NOT_SERVING"}, 200 if ready else 503)
 
+    async def list_models(message: pb.ListModelsRequest, **_) -> pb.ListModelsResponse:
+        return core.list_models()
+
+    async def get_model(message: pb.GetModelRequest, **_) -> pb.ModelInfo:
+        return core.get_model(message.name)
+
     return [
-        Route("/v1/translate", rpc("Translate", pb.TranslateRequest, "POST", True), methods=["POST"]),
-        Route("/v1/align", rpc("Align", pb.AlignRequest, "POST", True), methods=["POST"]),
-        Route("/v1/models", rpc("ListModels", pb.ListModelsRequest, "GET"), methods=["GET"]),
-        Route("/v1/models/{name}", rpc("GetModel", pb.GetModelRequest, "GET"), methods=["GET"]),
+        Route("/v1/translate", rpc("Translate", pb.TranslateRequest, "POST", core.translate, True), methods=["POST"]),
+        Route("/v1/align", rpc("Align", pb.AlignRequest, "POST", core.align, True), methods=["POST"]),
+        Route("/v1/models", rpc("ListModels", pb.ListModelsRequest, "GET", list_models), methods=["GET"]),
+        Route("/v1/models/{name}", rpc("GetModel", pb.GetModelRequest, "GET", get_model), methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
     ]

@@ -48,8 +48,8 @@ DEFAULT_LIMITS = {"max_sentences_per_request": 64, "max_beam_size": 16}
 
 
 def constraints(limits: dict[str, int]) -> dict[str, dict]:
-    """What the servicer checks of a field by itself (service/inference/search.py's ranges, the
-    servicer's counts), by the field's full name; rules between fields (n_best within beam_size)
+    """What the core checks of a field by itself (service/inference/search.py's ranges, the
+    core's counts), by the field's full name; rules between fields (n_best within beam_size)
     and after tokenization are in the descriptions and answered 400."""
     beam = {"minimum": 0, "maximum": limits["max_beam_size"]}
     unit = {"exclusiveMinimum": 0, "maximum": 1}

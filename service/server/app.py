@@ -1,7 +1,7 @@
-"""The server of `attnmt serve`: wires settings, engines, schedulers, the servicer,
-health, reflection and metrics into one grpc.aio server, starts the other fronts
-beside it (HTTP: service/http/), and drains them all on SIGTERM (service/serve.py
-runs it)."""
+"""The server of `attnmt serve`: wires settings, engines, schedulers and the core
+(core.py), serves the core over grpc.aio with health, reflection and metrics, starts
+the other fronts beside it over the same core (HTTP: service/http/), and drains them
+all on SIGTERM (service/serve.py runs it)."""
 
 from __future__ import annotations
 
@@ -22,13 +22,13 @@ from attnmt.service.inference.engine import Engine, EngineOptions
 from attnmt.service.inference.search import SearchOptions
 from attnmt.service.server import reflection
 from attnmt.service.server.cache import TranslationCache
-from attnmt.service.server.interceptors import MetricsInterceptor
+from attnmt.service.server.core import SERVICE_NAME, Core, ServedModel
+from attnmt.service.server.interceptors import MetricsInterceptor, OverloadGate, RecordingInterceptor
 from attnmt.service.server.logs import log_request
 from attnmt.service.server.metrics import Metrics
-from attnmt.service.server.overload import OverloadGate, RetryHint, queue_full
-from attnmt.service.server.rpc_record import RecordingInterceptor
+from attnmt.service.server.overload import RetryHint, queue_full
 from attnmt.service.server.scheduler import Scheduler, SchedulerLimits
-from attnmt.service.server.servicer import ServedModel, TranslatorServicer
+from attnmt.service.server.servicer import TranslatorServicer
 from attnmt.service.server.settings import Settings
 from attnmt.service.server.tracing import Tracing
 from attnmt.service.server.wire import add_to_server
@@ -36,7 +36,6 @@ from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.text.translator import Translator
 
 log = logging.getLogger("attnmt")
-SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Translator"].full_name   # attnmt.v1.Translator
 KNOWN_SERVICES = (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
                   *reflection.SERVICE_NAMES)
 WARMUP_SENTENCE = "No se puede abrir el archivo %s: permiso denegado."
@@ -47,7 +46,7 @@ PENDING_CALLS = 10_000
 
 
 class Front(Protocol):
-    """A listener beside gRPC (service/http/front.py's HttpFront), calling the same servicer."""
+    """A listener beside gRPC (service/http/front.py's HttpFront), calling the same core."""
     in_flight: int     # calls being answered; the drain waits for them
 
     async def start(self, server: Server) -> None: ...
@@ -130,7 +129,8 @@ class Server:
         s = self.settings
         recorders = self._recorders()
         self._load_models()
-        self.servicer = TranslatorServicer(self.models, self.default, s, self.metrics)
+        self.core = Core(self.models, self.default, s, self.metrics)
+        self.servicer = TranslatorServicer(self.core)
         options = [("grpc.so_reuseport", 0),      # a second server must fail to bind, not share the port
                    ("grpc.max_receive_message_length", s.max_message_bytes),
                    ("grpc.max_send_message_length", s.max_message_bytes),
@@ -195,12 +195,12 @@ class Server:
 
     def queues_full(self) -> bool:
         """No model can take one more sentence (and the server is not draining, which
-        the servicer answers UNAVAILABLE)."""
-        return not self.servicer.draining and all(
+        the core answers UNAVAILABLE)."""
+        return not self.core.draining and all(
             m.scheduler.worker.waiting >= m.scheduler.limits.max_queue for m in self.models.values())
 
     def refusal(self, request) -> Overloaded:
-        """The gate's refusal of a call while `queues_full`, before any of the servicer's work
+        """The gate's refusal of a call while `queues_full`, before any of the core's work
         (OverloadGate); the waiting count is the least busy model's."""
         sentences = len(request.sentences) if isinstance(request, pb.TranslateRequest) else 1
         waiting = min(m.scheduler.worker.waiting for m in self.models.values())
@@ -226,12 +226,12 @@ class Server:
         log.info("draining: up to %.1fs for in-flight requests", grace)
         self.metrics.ready.set(0)
         self.serving = False
-        if hasattr(self, "servicer"):
-            self.servicer.draining = True
+        if hasattr(self, "core"):
+            self.core.draining = True
         await self.health.enter_graceful_shutdown()
         if self.grpc is not None:
             # Lame duck first: the listener stays open while accepted calls finish, so health
-            # checks see NOT_SERVING and new calls get the servicer's UNAVAILABLE (counted,
+            # checks see NOT_SERVING and new calls get the core's UNAVAILABLE (counted,
             # with a message) instead of a closed port. Then gRPC's own stop, with a short
             # grace for calls being refused right now: what else is open (health Watch,
             # reflection streams) would otherwise hold the process for the whole grace period.

@@ -1,5 +1,7 @@
-"""The grpc.aio interceptor behind the `grpc_server_*` metrics
-(py-grpc-prometheus has no aio interceptor, and grpc.aio refuses sync ones)."""
+"""The grpc.aio interceptors: the `grpc_server_*` metrics (`MetricsInterceptor`;
+py-grpc-prometheus has no aio interceptor, and grpc.aio refuses sync ones), one record
+per call for traces and the request log (`RecordingInterceptor`), and the overload
+gate (`OverloadGate`)."""
 
 from __future__ import annotations
 
@@ -7,10 +9,14 @@ import asyncio
 import collections
 import inspect
 import time
+from typing import Callable
 
 import grpc
 
+from attnmt.service.errors import Overloaded
 from attnmt.service.server.metrics import Metrics
+from attnmt.service.server.rpc_record import RpcRecord, Sink, begin, finish
+from attnmt.service.server.status import abort
 
 OK = grpc.StatusCode.OK.name
 # A client whose deadline passes cancels the call (RST_STREAM); that can reach the server a
@@ -135,3 +141,112 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
 
         return make(streaming_response, request_deserializer=handler.request_deserializer,
                     response_serializer=handler.response_serializer)
+
+
+class RecordingInterceptor(grpc.aio.ServerInterceptor):
+    """One `RpcRecord` per call of `service`; other services (health, reflection) pass untouched."""
+
+    def __init__(self, service: str, sinks: list[Sink]):
+        self.prefix = f"/{service}/"
+        self.sinks = sinks
+
+    def _finish(self, record: RpcRecord, context, error: BaseException | None) -> None:
+        code = status_name(context, error)
+        details = context.details() if code != "OK" else ""
+        details = details.decode(errors="replace") if isinstance(details, bytes) else str(details or "")
+        finish(record, self.sinks, code, details, error)
+
+    async def intercept_service(self, continuation, details: grpc.HandlerCallDetails):
+        handler = await continuation(details)
+        if handler is None or not details.method.startswith(self.prefix):
+            return handler
+        metadata = tuple(details.invocation_metadata or ())
+
+        def begin_call(request) -> RpcRecord:
+            # the call's own task (and the tasks it starts) see the record
+            return begin(details.method, metadata, None if handler.request_streaming else request)
+
+        async def counted(requests, record: RpcRecord):
+            async for request in requests:
+                record.sentences += 1
+                yield request
+
+        if not handler.response_streaming:
+            behaviour = handler.stream_unary if handler.request_streaming else handler.unary_unary
+
+            async def unary(request, context):
+                record = begin_call(request)
+                if handler.request_streaming:
+                    request = counted(request, record)
+                error = None
+                try:
+                    return await behaviour(request, context)
+                except BaseException as e:
+                    error = e
+                    raise
+                finally:
+                    self._finish(record, context, error)
+
+            make = (grpc.stream_unary_rpc_method_handler if handler.request_streaming
+                    else grpc.unary_unary_rpc_method_handler)
+            return make(unary, request_deserializer=handler.request_deserializer,
+                        response_serializer=handler.response_serializer)
+
+        behaviour = handler.stream_stream if handler.request_streaming else handler.unary_stream
+
+        async def streaming(request, context):
+            record = begin_call(request)
+            if handler.request_streaming:
+                request = counted(request, record)
+            error = None
+            try:
+                async for response in behaviour(request, context):
+                    yield response
+            except BaseException as e:
+                error = e
+                raise
+            finally:
+                self._finish(record, context, error)
+
+        make = (grpc.stream_stream_rpc_method_handler if handler.request_streaming
+                else grpc.unary_stream_rpc_method_handler)
+        return make(streaming, request_deserializer=handler.request_deserializer,
+                    response_serializer=handler.response_serializer)
+
+
+class OverloadGate(grpc.aio.ServerInterceptor):
+    """Refuse work at the door while every model's queue is full.
+
+    For the unary work methods, one check of the queue lengths comes before
+    anything else, so a refusal costs none of the request path (validation,
+    tokenization, a Search per sentence, the fair queue's client lookup): under a
+    retry storm that work would compete for the GIL with the decode thread. When a
+    queue has room the call goes through and `Scheduler.submit` still makes the
+    exact decision for the sentences it carries.
+
+    Why not gRPC's `maximum_concurrent_rpcs`: grpc.aio refuses a call over that
+    limit at once with RESOURCE_EXHAUSTED, before any interceptor, but without
+    RetryInfo (so a client cannot tell it from a request too large to retry) and
+    for every method alike: health checks and Models would be refused with the
+    translations, and a refused liveness probe restarts the pod. TGI's semaphore
+    (`try_acquire`, else 429 at once) and Triton's queue policy (`max_queue_size`,
+    REJECT) make this same choice: a bounded queue and an immediate, cheap refusal.
+    """
+
+    def __init__(self, full: Callable[[], bool], refusal: Callable[[object], Overloaded], methods: tuple[str, ...]):
+        self.full = full                  # no model has room for one more sentence
+        self.refusal = refusal            # request -> the counted refusal (`queue_full`)
+        self.methods = frozenset(methods)  # full method paths: /package.Service/Method
+
+    async def intercept_service(self, continuation, details: grpc.HandlerCallDetails):
+        handler = await continuation(details)
+        if handler is None or details.method not in self.methods or handler.request_streaming:
+            return handler
+        behaviour, full, refusal = handler.unary_unary, self.full, self.refusal
+
+        async def gated(request, context):
+            if full():
+                await abort(context, refusal(request))
+            return await behaviour(request, context)
+        return grpc.unary_unary_rpc_method_handler(gated, request_deserializer=handler.request_deserializer,
+                                                   response_serializer=handler.response_serializer)

@@ -1,9 +1,10 @@
-"""Refusing work while the queues are full: the one queue-full refusal, the retry
-delay sent with it, and the gate that refuses at the door.
+"""Refusing work while the queues are full: the one queue-full refusal and the retry
+delay sent with it.
 
-A refusal is RESOURCE_EXHAUSTED with google.rpc.RetryInfo, counted in
-attnmt_rejected_total{reason="queue_full"}, whether `Scheduler.submit` makes it
-for a model's queue or `OverloadGate` makes it before a call is even read.
+A refusal is `Overloaded` (RESOURCE_EXHAUSTED with google.rpc.RetryInfo over gRPC, 429
+with Retry-After over HTTP), counted in attnmt_rejected_total{reason="queue_full"},
+whether `Scheduler.submit` makes it for a model's queue or a transport's gate makes it
+before a call is even read (server/interceptors.py's OverloadGate, HttpFront.refuse_if_full).
 """
 
 from __future__ import annotations
@@ -11,11 +12,8 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-import grpc
-
 from attnmt.service.errors import Overloaded
 from attnmt.service.server.metrics import CALL_PROTOCOL, Metrics
-from attnmt.service.server.status import abort
 
 
 class RetryHint:
@@ -65,41 +63,3 @@ def queue_full(waiting: int, max_queue: int, sentences: int, hint: RetryHint, me
     delay = hint.refused()
     return Overloaded(f"queue full: {waiting} sentences waiting, max_queue is {max_queue}; "
                       f"retry after {delay:g}s", delay)
-
-
-class OverloadGate(grpc.aio.ServerInterceptor):
-    """Refuse work at the door while every model's queue is full.
-
-    For the unary work methods, one check of the queue lengths comes before
-    anything else, so a refusal costs none of the request path (validation,
-    tokenization, a Search per sentence, the fair queue's client lookup): under a
-    retry storm that work would compete for the GIL with the decode thread. When a
-    queue has room the call goes through and `Scheduler.submit` still makes the
-    exact decision for the sentences it carries.
-
-    Why not gRPC's `maximum_concurrent_rpcs`: grpc.aio refuses a call over that
-    limit at once with RESOURCE_EXHAUSTED, before any interceptor, but without
-    RetryInfo (so a client cannot tell it from a request too large to retry) and
-    for every method alike: health checks and Models would be refused with the
-    translations, and a refused liveness probe restarts the pod. TGI's semaphore
-    (`try_acquire`, else 429 at once) and Triton's queue policy (`max_queue_size`,
-    REJECT) make this same choice: a bounded queue and an immediate, cheap refusal.
-    """
-
-    def __init__(self, full: Callable[[], bool], refusal: Callable[[object], Overloaded], methods: tuple[str, ...]):
-        self.full = full                  # no model has room for one more sentence
-        self.refusal = refusal            # request -> the counted refusal (`queue_full`)
-        self.methods = frozenset(methods)  # full method paths: /package.Service/Method
-
-    async def intercept_service(self, continuation, details: grpc.HandlerCallDetails):
-        handler = await continuation(details)
-        if handler is None or details.method not in self.methods or handler.request_streaming:
-            return handler
-        behaviour, full, refusal = handler.unary_unary, self.full, self.refusal
-
-        async def gated(request, context):
-            if full():
-                await abort(context, refusal(request))
-            return await behaviour(request, context)
-        return grpc.unary_unary_rpc_method_handler(gated, request_deserializer=handler.request_deserializer,
-                                                   response_serializer=handler.response_serializer)

@@ -1,6 +1,7 @@
 """What one Translator RPC did, for traces (tracing.py) and the request log (logs.py).
 
-`RecordingInterceptor` opens an `RpcRecord` when a call starts and keeps it in a
+A transport opens an `RpcRecord` when a call starts (`begin`: gRPC's
+`RecordingInterceptor` in interceptors.py, HTTP's `HttpFront.call`) and keeps it in a
 context variable of the call's task; `Scheduler.submit` attaches the call's jobs
 to it (`attach`), and the decode worker writes their timestamps (joined,
 encoded, finished) and the steps and rows they shared; when the call ends, the
@@ -17,10 +18,6 @@ import time
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
-
-import grpc
-
-from attnmt.service.server.interceptors import status_name
 
 if TYPE_CHECKING:
     from attnmt.service.server.worker import Job
@@ -103,74 +100,3 @@ def finish(record: RpcRecord, sinks: list[Sink], code: str, details: str, error:
             sink(record)
         except Exception:  # noqa: BLE001 - observing a call must never fail it
             log.exception("recording %s failed in %r", record.method, sink)
-
-
-class RecordingInterceptor(grpc.aio.ServerInterceptor):
-    """One `RpcRecord` per call of `service`; other services (health, reflection) pass untouched."""
-
-    def __init__(self, service: str, sinks: list[Sink]):
-        self.prefix = f"/{service}/"
-        self.sinks = sinks
-
-    def _finish(self, record: RpcRecord, context, error: BaseException | None) -> None:
-        code = status_name(context, error)
-        details = context.details() if code != "OK" else ""
-        details = details.decode(errors="replace") if isinstance(details, bytes) else str(details or "")
-        finish(record, self.sinks, code, details, error)
-
-    async def intercept_service(self, continuation, details: grpc.HandlerCallDetails):
-        handler = await continuation(details)
-        if handler is None or not details.method.startswith(self.prefix):
-            return handler
-        metadata = tuple(details.invocation_metadata or ())
-
-        def begin_call(request) -> RpcRecord:
-            # the call's own task (and the tasks it starts) see the record
-            return begin(details.method, metadata, None if handler.request_streaming else request)
-
-        async def counted(requests, record: RpcRecord):
-            async for request in requests:
-                record.sentences += 1
-                yield request
-
-        if not handler.response_streaming:
-            behaviour = handler.stream_unary if handler.request_streaming else handler.unary_unary
-
-            async def unary(request, context):
-                record = begin_call(request)
-                if handler.request_streaming:
-                    request = counted(request, record)
-                error = None
-                try:
-                    return await behaviour(request, context)
-                except BaseException as e:
-                    error = e
-                    raise
-                finally:
-                    self._finish(record, context, error)
-
-            make = (grpc.stream_unary_rpc_method_handler if handler.request_streaming
-                    else grpc.unary_unary_rpc_method_handler)
-            return make(unary, request_deserializer=handler.request_deserializer,
-                        response_serializer=handler.response_serializer)
-
-        behaviour = handler.stream_stream if handler.request_streaming else handler.unary_stream
-
-        async def streaming(request, context):
-            record = begin_call(request)
-            if handler.request_streaming:
-                request = counted(request, record)
-            error = None
-            try:
-                async for response in behaviour(request, context):
-                    yield response
-            except BaseException as e:
-                error = e
-                raise
-            finally:
-                self._finish(record, context, error)
-
-        make = (grpc.stream_stream_rpc_method_handler if handler.request_streaming
-                else grpc.unary_stream_rpc_method_handler)
-        return make(streaming, request_deserializer=handler.request_deserializer,
-                    response_serializer=handler.response_serializer)

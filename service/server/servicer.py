@@ -1,55 +1,22 @@
-"""The gRPC servicer: validate, protobuf -> domain, hand to the model's
-scheduler, domain -> protobuf. Errors end a call through `status.abort`, the one
-place domain exceptions become status codes; how a TranslateStream's items move
-is streaming.py's."""
+"""The gRPC servicer: the Translator service over gRPC, thin over the core (core.py).
+
+Each RPC takes from its context what the core asks for (the deadline, who is calling),
+calls the core, and ends a failed call through `status.abort`, the one place domain
+exceptions become status codes; how a TranslateStream's items move is streaming.py's."""
 
 from __future__ import annotations
 
-import asyncio
-import threading
 import time
-from dataclasses import dataclass
-from typing import Callable, TypeVar
 
 import grpc
 
-from attnmt.service.errors import (
-    AttnmtError,
-    DeadlineExceeded,
-    InvalidInput,
-    ModelNotFound,
-    ResponseTooLarge,
-    Unavailable,
-)
-from attnmt.service.inference.search import Search, SearchOptions
-from attnmt.service.server import convert
-from attnmt.service.server.admission import BULK, INTERACTIVE
-from attnmt.service.server.cache import TranslationCache
-from attnmt.service.server.metrics import CALL_PROTOCOL, Metrics
-from attnmt.service.server.scheduler import Job, Scheduler
-from attnmt.service.server.settings import Settings
+from attnmt.service.errors import AttnmtError, InvalidInput
+from attnmt.service.server.core import Core
 from attnmt.service.server.status import abort, error_pb
 from attnmt.service.server.streaming import TranslationStream
-from attnmt.service.server.wire import MalformedRequest, parsed
+from attnmt.service.server.wire import MalformedRequest
 from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.stubs import translator_pb2_grpc as pb_grpc
-from attnmt.service.text import documents
-from attnmt.service.text.glossary import Glossary
-from attnmt.service.text.glossary import load_all as load_glossaries
-from attnmt.service.text.translator import Translation, Translator, normalise
-
-T = TypeVar("T")
-# Work off the event loop lets the loop's thread have the GIL for a moment this often: else
-# the loop waits up to the switch interval each time it wakes, several times per call.
-YIELD_EVERY = 0.002
-YIELD_FOR = 0.0001
-
-
-@dataclass
-class ServedModel:
-    translator: Translator
-    scheduler: Scheduler
-    cache: TranslationCache | None = None
 
 
 def client_of(context: grpc.aio.ServicerContext) -> str:
@@ -64,292 +31,58 @@ def client_of(context: grpc.aio.ServicerContext) -> str:
     return "peer:" + context.peer().rsplit(":", 1)[0]
 
 
-def cache_key(search: Search) -> tuple:
-    """Everything that changes a finished search: source ids, hidden placeholders, options, forced target."""
-    return (tuple(search.source), search.protected, search.options,
-            None if search.forced is None else tuple(search.forced))
+def deadline_of(context: grpc.aio.ServicerContext) -> float | None:
+    """The call's deadline on time.monotonic()'s clock; None when the caller set none."""
+    remaining = context.time_remaining()
+    return None if remaining is None else time.monotonic() + remaining
 
 
 class TranslatorServicer(pb_grpc.TranslatorServicer):
-    def __init__(self, models: dict[str, ServedModel], default: str, settings: Settings, metrics: Metrics):
-        self.models = models
-        self.default = default
-        self.settings = settings
-        self.metrics = metrics
-        self.draining = False
-        self.glossaries = load_glossaries(settings.glossaries)     # named glossaries (glossary_name)
+    def __init__(self, core: Core):
+        self.core = core
 
-    # --- helpers ---------------------------------------------------------
-
-    def _model(self, name: str, sentences: int = 1) -> ServedModel:
-        if self.draining:
-            self.metrics.rejected.labels("draining", CALL_PROTOCOL.get()).inc(sentences)
-            raise Unavailable("server is shutting down; retry on another replica")
-        served = self.models.get(name or self.default)
-        if served is None:
-            raise ModelNotFound(f"model {name!r} is not served here; served: {', '.join(sorted(self.models))}")
-        return served
-
-    def _check_text(self, text: str, field: str) -> str:
-        if len(text) > self.settings.max_chars_per_sentence:
-            raise InvalidInput(f"{field} has {len(text)} characters, over the limit of "
-                               f"{self.settings.max_chars_per_sentence} (max_chars_per_sentence)")
-        return text
-
-    def _search(self, served: ServedModel, text: str, options: SearchOptions, field: str,
-                target: str | None = None) -> Search | None:
-        """A search for one sentence, or None when there is nothing to translate."""
-        self._check_text(text, field)
-        if target is None and not normalise(text):
-            return None
-        try:
-            return served.translator.search(text, options, target=target)
-        except InvalidInput as e:  # the translator says "source" or "target"; name the request field too
-            raise InvalidInput(f"{field}: {e}" if target is None else str(e)) from None
-
-    def _deadline(self, context: grpc.aio.ServicerContext) -> float | None:
-        """The caller's deadline, capped at max_deadline_seconds (also for calls without one)."""
-        remaining = context.time_remaining()
-        cap = self.settings.max_deadline_seconds or None
-        if remaining is None:
-            remaining = cap
-        elif cap is not None:
-            remaining = min(remaining, cap)
-        return None if remaining is None else time.monotonic() + remaining
-
-    @staticmethod
-    async def _off_loop(work: Callable[[Callable[[], None]], T], deadline: float | None) -> T:
-        """`work(check)` on a worker thread, so that the event loop goes on answering other
-        calls (health checks among them) while it reads or writes a document. `check`
-        raises DeadlineExceeded once the deadline has passed or the call has ended; `work`
-        calls it between its steps. The call ends at its deadline even while the work is
-        between two checks; the thread stops at the next one.
-
-        A thread still takes the GIL from the loop for up to the switch interval at a time,
-        so the work must also be short: the markup code is linear in the entry for that."""
-        over = threading.Event()
-        ran_since = [time.monotonic()]
-
-        def check() -> None:
-            now = time.monotonic()
-            if over.is_set() or (deadline is not None and now >= deadline):
-                raise DeadlineExceeded("deadline exceeded while reading or writing the documents")
-            if now - ran_since[0] >= YIELD_EVERY:
-                time.sleep(YIELD_FOR)           # the GIL free: the loop's thread takes it if it waits
-                ran_since[0] = time.monotonic()
-
-        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-        try:
-            return await asyncio.wait_for(asyncio.to_thread(work, check), timeout)
-        except TimeoutError:
-            raise DeadlineExceeded("deadline exceeded while reading or writing the documents") from None
-        finally:
-            over.set()
-
-    @staticmethod
-    async def _on_loop(work: Callable[[Callable[[], None]], T], deadline: float | None) -> T:
-        """`work(check)` right here: plain sentences, whose work the per-request limits bound to
-        well under a millisecond a sentence, cheaper than two thread hops on every call."""
-        def check() -> None:
-            if deadline is not None and time.monotonic() >= deadline:
-                raise DeadlineExceeded("deadline exceeded before the sentences were queued")
-        return work(check)
-
-    async def _run(self, served: ServedModel, searches: list[Search | None], context,
-                   priority: int = INTERACTIVE) -> list:
-        """Finish every search (None entries stay None): from the cache when it holds an
-        identical one, else through the scheduler. On cancellation, withdraw the sentences."""
-        done: list = list(searches)
-        todo = []
-        for i, search in enumerate(searches):
-            if search is None:
-                continue
-            cached = served.cache.get(cache_key(search)) if served.cache is not None else None
-            if cached is not None:
-                done[i] = cached
-            else:
-                todo.append(search)
-        if not todo:
-            return done
-        jobs: list[Job] = served.scheduler.submit(todo, self._deadline(context), client_of(context), priority)
-        try:
-            await asyncio.gather(*(j.future for j in jobs))
-        except BaseException:             # CancelledError included: the client went away or the deadline passed
-            served.scheduler.cancel(jobs)
-            raise
-        if served.cache is not None:
-            for search in todo:
-                served.cache.put(cache_key(search), search)
-        return done
-
-    def _check_response_size(self, searches: list[Search | None], kind: int) -> None:
-        """Refuse before decoding what could not be sent: soft α is n_best x target x source
-        floats per sentence (words: fewer, but the same order), bounded by each search's
-        length limit."""
-        if kind not in (convert.SOFT, convert.WORDS):
-            return
-        floats = sum(s.options.n_best * s.max_length * s.src_len for s in searches if s is not None)
-        if 4 * floats > self.settings.max_message_bytes:
-            raise InvalidInput(f"the alignment asked for could reach {4 * floats} bytes, over max_message_bytes "
-                               f"({self.settings.max_message_bytes}); ask for fewer sentences, a smaller n_best, "
-                               "a shorter max_length_ratio or a coarser alignment (ALIGNMENT_HARD)")
-
-    def _rejected_input(self, error: AttnmtError, sentences: int = 1) -> None:
-        """attnmt_rejected_total counts sentences, whatever the reason."""
-        if isinstance(error, InvalidInput):
-            self.metrics.rejected.labels("invalid_input", CALL_PROTOCOL.get()).inc(max(sentences, 1))
-
-    async def _documents(self, served: ServedModel, entries, text_format: int, split: bool, options: SearchOptions,
-                         opts: pb.DecodingOptions, context, fields: list[str],
-                         priority: int = INTERACTIVE, glossary: Glossary | None = None) -> list[pb.Translation]:
-        """Entries sent with `format` or `split_sentences` (documents.py): every sentence of
-        every entry in one batch; each entry answered with its word spans, and as a document
-        (Translation.sentences) when it is HTML or split."""
-        html = convert.text_format(text_format) == pb.TEXT_FORMAT_HTML
-        kind, threshold = convert.alignment_kind(opts.alignment), convert.alignment_threshold(opts)
-        translator = served.translator
-        language = translator.engine.manifest.source_language
-        deadline = self._deadline(context)
-
-        # Reading, searches and the answer are CPU work that grows with the entries: off the
-        # event loop, each step checking the deadline (the decoding between them is the scheduler's).
-        def read(check) -> tuple[list, list, list[Search | None]]:
-            readings = []
-            for i, text in enumerate(entries):
-                check()
-                readings.append(documents.read(text, html, split, language, translator.protector is None,
-                                               self.settings.max_document_chars,
-                                               self.settings.max_document_sentences, fields[i], check)
-                                if html or split else None)
-            sentences = [(i, k, text) for i, (entry, reading) in enumerate(zip(entries, readings))
-                         for k, text in enumerate(reading.sentences if reading else [entry])]
-            if len(sentences) > self.settings.max_queue:
-                raise InvalidInput(f"the request splits into {len(sentences)} sentences, more than the server "
-                                   f"queues at once (max_queue {self.settings.max_queue}); send fewer documents "
-                                   "per call")
-            check()
-            searches = [self._search(served, text, options, fields[i] + (f", sentence {k}" if readings[i] else ""))
-                        for i, k, text in sentences]
-            self._check_response_size(searches, kind)
-            return readings, sentences, searches
-
-        # documents off the loop (their work grows with the markup), plain sentences on it
-        run = self._off_loop if html or split else self._on_loop
-        readings, sentences, searches = await run(read, deadline)
-        searches = await self._run(served, searches, context, priority)
-
-        def answer(check) -> list[pb.Translation]:
-            done = iter(translator.result(text, s, opts.replace_unknown, glossary) if s else Translation(text, [])
-                        for (_, _, text), s in zip(sentences, searches))
-            messages = []
-            for reading in readings:
-                check()
-                if reading is None:
-                    messages.append(convert.sentence_pb(documents.single(next(done)), kind, threshold))
-                else:
-                    document = reading.assemble([next(done) for _ in reading.spans], check)
-                    messages.append(convert.document_pb(document, kind, threshold))
-            return messages
-
-        return await run(answer, deadline)
-
-    # --- RPCs ------------------------------------------------------------
+    async def _malformed(self, request: MalformedRequest, context) -> None:
+        """A request whose bytes did not parse (wire.py) ends INVALID_ARGUMENT and is counted."""
+        error = InvalidInput(request.message)
+        self.core.rejected(error)
+        await abort(context, error)
 
     async def Translate(self, request: pb.TranslateRequest, context) -> pb.TranslateResponse:
+        if isinstance(request, MalformedRequest):
+            await self._malformed(request, context)
         try:
-            request = parsed(request)
-            served = self._model(request.model, len(request.sentences))
-            n = len(request.sentences)
-            if n == 0:
-                raise InvalidInput("sentences is empty: send at least one sentence")
-            if n > self.settings.max_sentences_per_request:
-                raise InvalidInput(f"sentences has {n} entries, over the limit of "
-                                   f"{self.settings.max_sentences_per_request} (max_sentences_per_request); "
-                                   "split the request or use TranslateStream")
-            options = convert.search_options(request.options, self.settings)
-            kind = convert.alignment_kind(request.options.alignment)
-            threshold = convert.alignment_threshold(request.options)
-            glossary = convert.glossary(request.glossary, request.glossary_name, self.glossaries,
-                                        self.settings.max_glossary_entries)
-            if request.format or request.split_sentences:     # a plain request never comes this way
-                messages = await self._documents(served, request.sentences, request.format, request.split_sentences,
-                                                 options, request.options, context,
-                                                 [f"sentences[{i}]" for i in range(n)], glossary=glossary)
-            else:
-                searches = [self._search(served, text, options, f"sentences[{i}]")
-                            for i, text in enumerate(request.sentences)]
-                self._check_response_size(searches, kind)
-                searches = await self._run(served, searches, context)
-                translator = served.translator
-                translations = [translator.result(text, s, request.options.replace_unknown, glossary) if s
-                                else Translation(text, []) for text, s in zip(request.sentences, searches)]
-                messages = [convert.translation_pb(t, kind, threshold) for t in translations]
-            m = served.translator.engine.manifest
-            response = pb.TranslateResponse(translations=messages, model=m.name, model_version=m.version)
-            if response.ByteSize() > self.settings.max_message_bytes:
-                raise ResponseTooLarge(f"the response is {response.ByteSize()} bytes, over max_message_bytes "
-                                       f"({self.settings.max_message_bytes}); ask for fewer sentences, a smaller "
-                                       "n_best or a coarser alignment")
-            return response
+            return await self.core.translate(request, deadline=deadline_of(context), client=client_of(context))
         except AttnmtError as e:
-            self._rejected_input(e, len(request.sentences) if isinstance(request, pb.TranslateRequest) else 1)
             await abort(context, e)
 
     async def Align(self, request: pb.AlignRequest, context) -> pb.AlignResponse:
+        if isinstance(request, MalformedRequest):
+            await self._malformed(request, context)
         try:
-            request = parsed(request)
-            served = self._model(request.model)
-            kind = convert.alignment_kind(request.alignment, default=convert.WORDS)
-            threshold = convert.alignment_threshold(request, "alignment_threshold")
-            if not normalise(request.source) or not normalise(request.target):
-                raise InvalidInput("source and target must both be non-empty")
-            self._check_text(request.target, "target")         # before tokenising it
-            search = self._search(served, request.source, SearchOptions(), "source", target=request.target)
-            (search,) = await self._run(served, [search], context)
-            translation = served.translator.result(request.source, search)
-            hyp = translation.best
-            return pb.AlignResponse(source_tokens=translation.source_tokens,
-                                    source_words=hyp.source_words if kind != convert.NONE else [],
-                                    hypothesis=convert.hypothesis_pb(hyp, kind, threshold),
-                                    model=served.translator.name)
+            return await self.core.align(request, deadline=deadline_of(context), client=client_of(context))
         except AttnmtError as e:
-            self._rejected_input(e)
             await abort(context, e)
 
-    async def _stream_item(self, request: pb.StreamRequest, first: pb.StreamRequest, context) -> pb.StreamResponse:
-        """One TranslateStream item, answered in-band: its translation or its error. A
-        request without model or options takes the stream's first request's."""
-        try:
-            served = self._model(request.model or first.model)
-            opts = request.options if request.HasField("options") else first.options
-            options = convert.search_options(opts, self.settings)
-            kind = convert.alignment_kind(opts.alignment)
-            threshold = convert.alignment_threshold(opts)
-            field = f"sentence (id {request.id!r})"
-            glossary = convert.glossary(request.glossary, request.glossary_name, self.glossaries,
-                                        self.settings.max_glossary_entries, f"id {request.id!r}: ")
-            if request.format or request.split_sentences:     # a plain request never comes this way
-                (message,) = await self._documents(served, [request.sentence], request.format,
-                                                   request.split_sentences, options, opts, context, [field], BULK,
-                                                   glossary)
-                return pb.StreamResponse(id=request.id, translation=message)
-            search = self._search(served, request.sentence, options, field)
-            (search,) = await self._run(served, [search], context, BULK)
-            translation = served.translator.result(request.sentence, search, opts.replace_unknown, glossary) \
-                if search else Translation(request.sentence, [])
-            return pb.StreamResponse(id=request.id, translation=convert.translation_pb(translation, kind, threshold))
-        except AttnmtError as e:
-            self._rejected_input(e)
-            return pb.StreamResponse(id=request.id, error=error_pb(e))
-
     async def TranslateStream(self, request_iterator, context):
-        stream = TranslationStream(request_iterator, lambda request, first: self._stream_item(request, first, context),
-                                   self.settings.max_stream_in_flight, self.settings.stream_idle_timeout_seconds)
+        client = client_of(context)
+
+        async def answer(item: pb.StreamRequest, first: pb.StreamRequest) -> pb.StreamResponse:
+            """One item, answered in-band: its translation or its error."""
+            try:
+                translation = await self.core.translate_item(item, first, deadline=deadline_of(context),
+                                                             client=client)
+            except AttnmtError as e:
+                return pb.StreamResponse(id=item.id, error=error_pb(e))
+            return pb.StreamResponse(id=item.id, translation=translation)
+
+        settings = self.core.settings
+        stream = TranslationStream(request_iterator, answer, settings.max_stream_in_flight,
+                                   settings.stream_idle_timeout_seconds)
         try:
             async for response in stream.responses():
                 yield response
         except AttnmtError as e:          # the request stream itself failed: idle, or a malformed item
-            self._rejected_input(e)
+            self.core.rejected(e)
             await abort(context, e)
         finally:
             stream.close()
@@ -357,14 +90,12 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
     async def ListModels(self, request, context) -> pb.ListModelsResponse:
         if isinstance(request, MalformedRequest):
             await abort(context, InvalidInput(request.message))
-        return pb.ListModelsResponse(models=[convert.model_info_pb(m.translator, self.settings, name == self.default)
-                                             for name, m in self.models.items()])
+        return self.core.list_models()
 
     async def GetModel(self, request: pb.GetModelRequest, context) -> pb.ModelInfo:
         if isinstance(request, MalformedRequest):
             await abort(context, InvalidInput(request.message))
-        served = self.models.get(request.name or self.default)
-        if served is None:
-            await abort(context, ModelNotFound(f"model {request.name!r} is not served here; "
-                                               f"served: {', '.join(sorted(self.models))}"))
-        return convert.model_info_pb(served.translator, self.settings, (request.name or self.default) == self.default)
+        try:
+            return self.core.get_model(request.name)
+        except AttnmtError as e:
+            await abort(context, e)

@@ -1,72 +1,28 @@
 """Domain exceptions -> gRPC status codes, in one place.
 
-A call that fails ends with `abort`; a TranslateStream item that fails is answered
-in-band with `error_pb`. Both take the code from `STATUS_OF`, so an exception means
-the same code whichever way it reaches the caller, and the text from `message`: an
-INTERNAL answer carries a request id that the server's log gives beside the error
-and its cause, and a bug's own text stays in the log.
+Each domain exception carries its status as a google.rpc code name (service/errors.py);
+here it becomes grpc's `StatusCode`. A call that fails ends with `abort`; a
+TranslateStream item that fails is answered in-band with `error_pb`. Both take the
+code from `status_of`, so an exception means the same code whichever way it reaches
+the caller, and the text from `public_message`: an INTERNAL answer carries a request
+id that the server's log gives beside the error and its cause, and a bug's own text
+stays in the log.
 """
 
 from __future__ import annotations
-
-import logging
-import secrets
 
 import grpc
 from google.protobuf import any_pb2, duration_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from attnmt.service.errors import (
-    AttnmtError,
-    DeadlineExceeded,
-    DecodeFailed,
-    InvalidInput,
-    ModelLoadError,
-    ModelNotFound,
-    Overloaded,
-    ResponseTooLarge,
-    StreamIdle,
-    Unavailable,
-)
+from attnmt.service.errors import Overloaded, code_of, public_message
 from attnmt.service.stubs import translator_pb2 as pb
 
-log = logging.getLogger(__name__)
 
-STATUS_OF: dict[type[Exception], grpc.StatusCode] = {
-    InvalidInput: grpc.StatusCode.INVALID_ARGUMENT,
-    ModelNotFound: grpc.StatusCode.NOT_FOUND,
-    Overloaded: grpc.StatusCode.RESOURCE_EXHAUSTED,
-    Unavailable: grpc.StatusCode.UNAVAILABLE,
-    DeadlineExceeded: grpc.StatusCode.DEADLINE_EXCEEDED,
-    DecodeFailed: grpc.StatusCode.INTERNAL,
-    ResponseTooLarge: grpc.StatusCode.RESOURCE_EXHAUSTED,
-    StreamIdle: grpc.StatusCode.DEADLINE_EXCEEDED,
-    ModelLoadError: grpc.StatusCode.INTERNAL,
-}
-
-
-def status_of(error: Exception) -> grpc.StatusCode:
+def status_of(error: BaseException) -> grpc.StatusCode:
     """The code for `error`; INTERNAL for anything unmapped (a bug, not the caller's doing)."""
-    for kind, code in STATUS_OF.items():
-        if isinstance(error, kind):
-            return code
-    return grpc.StatusCode.INTERNAL
-
-
-def message(error: Exception) -> str:
-    """What the caller reads. A domain error's message says what went wrong and is the
-    caller's to read; INTERNAL ones add a request id, logged here with the error (a
-    step's failure was logged with its traceback, model and batch where it happened);
-    a non-domain exception is a bug, and only its type and that id leave the server."""
-    if status_of(error) != grpc.StatusCode.INTERNAL:
-        return str(error)
-    request_id = secrets.token_hex(8)
-    if isinstance(error, AttnmtError):
-        log.error("internal error, request %s: %s", request_id, error)
-        return f"{error} (request {request_id})"
-    log.error("internal error, request %s: %s", request_id, type(error).__name__, exc_info=error)
-    return f"internal error (request {request_id}): {type(error).__name__}"
+    return grpc.StatusCode[code_of(error)]
 
 
 async def abort(context: grpc.aio.ServicerContext, error: Exception) -> None:
@@ -79,9 +35,9 @@ async def abort(context: grpc.aio.ServicerContext, error: Exception) -> None:
         detail.Pack(error_details_pb2.RetryInfo(retry_delay=delay))
         status = status_pb2.Status(code=code_pb2.RESOURCE_EXHAUSTED, message=str(error), details=[detail])
         await context.abort_with_status(rpc_status.to_status(status))
-    await context.abort(code, message(error))
+    await context.abort(code, public_message(error))
 
 
 def error_pb(error: Exception) -> pb.Error:
     """The in-band error of one stream item."""
-    return pb.Error(code=status_of(error).value[0], message=message(error))
+    return pb.Error(code=status_of(error).value[0], message=public_message(error))

@@ -14,7 +14,7 @@ sampler and resource come from the standard OTEL_* variables
 
 from __future__ import annotations
 
-import grpc
+from google.rpc import code_pb2
 
 from attnmt.service.errors import ConfigError
 from attnmt.service.server.rpc_record import RpcRecord
@@ -99,4 +99,4 @@ class Tracing:
 
 
 def _code_number(name: str) -> int:
-    return grpc.StatusCode[name].value[0] if name in grpc.StatusCode.__members__ else 2   # 2: UNKNOWN
+    return code_pb2.Code.Value(name) if name in code_pb2.Code.keys() else code_pb2.UNKNOWN

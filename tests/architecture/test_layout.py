@@ -2,8 +2,12 @@
 or inside a function), so that they stay true:
 
 - service/ is layered, each package importing only those below it:
-  errors < modeldir < inference < text < server < http < the front (cli, serve, client, plotting);
-  the generated stubs sit beside, for server/ and the client;
+  errors < modeldir < inference < text < core < the transports (grpc, http) < the front
+  (cli, serve, client, plotting); the generated stubs sit beside, for every layer from core up;
+- server/ holds two layers: its gRPC transport (the modules in GRPC) and, below both transports,
+  the core they call (every other module: core.py's API, scheduling, the worker, the cache...);
+- neither transport imports the other, and the core imports no transport library (grpc,
+  starlette, uvicorn): a transport reaches the core only through its plain API;
 - service/ never imports model/, bench/ or torch;
 - model/ imports from service/ only the model-directory contract (service.modeldir) and
   the domain exceptions (service.errors);
@@ -19,9 +23,14 @@ import pytest
 
 from conftest import REPO
 
-# service/'s layers, bottom first; a module may import its own layer and those below it.
-LAYERS = ["errors", "modeldir", "inference", "text", "server", "http", "front"]
+# service/'s layers, bottom first; a module may import its own layer and those below it. The
+# transports share a rank: neither imports the other.
+LAYERS = ["errors", "modeldir", "inference", "text", "core", "grpc", "http", "front"]
+RANK = {name: i for i, name in enumerate(LAYERS)} | {"http": LAYERS.index("grpc")}
 FRONT = {"cli", "serve", "client", "plotting"}
+# server/'s gRPC transport; the rest of server/ is the core
+GRPC = {"app", "servicer", "streaming", "wire", "status", "interceptors", "reflection"}
+TRANSPORT_LIBRARIES = ("grpc", "grpc_health", "grpc_reflection", "grpc_status", "starlette", "uvicorn")
 MODEL_MAY_USE = {"attnmt.service.modeldir", "attnmt.service.errors"}
 
 
@@ -52,30 +61,44 @@ def sources(world: str) -> list[Path]:
     return sorted(p for p in (REPO / world).rglob("*.py") if "stubs" not in p.parts)
 
 
-def layer(module: str) -> int | None:
-    """The layer of an attnmt.service module (None: the stubs or the package itself)."""
+def layer(module: str) -> str | None:
+    """The layer of an attnmt.service module (None: the stubs or a package itself)."""
     parts = module.split(".")
     if len(parts) < 3 or parts[2] == "stubs":
         return None
     name = parts[2]
-    return LAYERS.index("front") if name in FRONT else LAYERS.index(name) if name in LAYERS else None
+    if name == "server":
+        return None if len(parts) < 4 else "grpc" if parts[3] in GRPC else "core"
+    return "front" if name in FRONT else name if name in LAYERS else None
+
+
+def violations(path: Path, text: str | None = None) -> list[str]:
+    """What `path` (holding `text`, if given) imports against the rules for service/."""
+    own = layer(dotted(path))
+    found = []
+    for module in sorted(imports(path, text)):
+        root = module.split(".")[0]
+        if root == "torch":
+            found.append(f"{module}: service/ never imports torch")
+        if module.startswith(("attnmt.model", "attnmt.bench")):
+            found.append(f"{module}: service/ never imports it")
+        if own in LAYERS[:LAYERS.index("grpc")] and root in TRANSPORT_LIBRARIES:
+            found.append(f"{module}: a transport's library, and this module is in layer {own}, below the transports")
+        theirs = layer(module) if module.startswith("attnmt.service.") else None
+        if own is not None and theirs is not None and theirs != own and RANK[theirs] >= RANK[own]:
+            found.append(f"{module} is in layer {theirs}, "
+                         + ("the other transport" if RANK[theirs] == RANK[own] else f"above this module's ({own})"))
+    return found
 
 
 def test_every_source_file_is_found():
     assert len(sources("service")) > 40 and len(sources("model")) > 25 and len(sources("bench")) > 10
+    assert {p.stem for p in (REPO / "service" / "server").glob("*.py")} >= GRPC | {"core"}
 
 
 @pytest.mark.parametrize("path", sources("service"), ids=lambda p: str(p.relative_to(REPO)))
 def test_service_imports_only_downward_and_nothing_of_the_other_worlds(path):
-    own = layer(dotted(path))
-    for module in imports(path):
-        root = module.split(".")[0]
-        assert root != "torch", f"{module}: service/ never imports torch"
-        assert not module.startswith(("attnmt.model", "attnmt.bench")), f"{module}: service/ never imports it"
-        if module.startswith("attnmt.service.") and own is not None:
-            theirs = layer(module)
-            assert theirs is None or theirs <= own, \
-                f"{module} is in layer {LAYERS[theirs]}, above this module's ({LAYERS[own]})"
+    assert violations(path) == []
 
 
 @pytest.mark.parametrize("path", sources("model"), ids=lambda p: str(p.relative_to(REPO)))
@@ -92,4 +115,18 @@ def test_the_import_reader_sees_relative_and_nested_imports():
     probe = REPO / "service" / "inference" / "probe.py"
     found = imports(probe, "def f():\n    from ..server import app\n    import torch\n")
     assert {"attnmt.service.server", "attnmt.service.server.app", "torch"} <= found
-    assert layer("attnmt.service.server.app") > layer(dotted(probe))
+    assert len(violations(probe, "def f():\n    from ..server import app\n    import torch\n")) == 2
+
+
+@pytest.mark.parametrize("module, text, what", [
+    ("server/core.py", "from attnmt.service.server.servicer import client_of\n", "layer grpc"),
+    ("server/scheduler.py", "import grpc\n", "a transport's library"),
+    ("server/cache.py", "from attnmt.service.http.errors import CallEnded\n", "layer http"),
+    ("http/front.py", "from attnmt.service.server.servicer import TranslatorServicer\n", "the other transport"),
+    ("http/native.py", "from attnmt.service.server.app import SERVICE_NAME\n", "the other transport"),
+    ("server/servicer.py", "from attnmt.service.http import front\n", "the other transport"),
+])
+def test_the_layering_fails_on_a_violation(module, text, what):
+    """The core sits below both transports, and neither transport reaches into the other."""
+    found = violations(REPO / "service" / module, text)
+    assert found and all(what in problem for problem in found)

@@ -1,4 +1,4 @@
-"""Who is calling over HTTP, the deadline headers, and gRPC codes as HTTP statuses."""
+"""Who is calling over HTTP, the deadline headers, and domain exceptions as HTTP statuses."""
 
 from __future__ import annotations
 
@@ -7,15 +7,16 @@ import ipaddress
 import grpc
 import pytest
 
-from attnmt.service.http.context import HTTP_STATUS_OF, CallEnded, Caller, HttpContext
+from attnmt.service.errors import InvalidInput, ModelNotFound, Overloaded, Unavailable
+from attnmt.service.http.caller import Caller
+from attnmt.service.http.errors import HTTP_STATUS_OF, CallEnded, ended
 from attnmt.service.http.front import timeout_of
-from attnmt.service.server.servicer import client_of
 
 PROXY = [ipaddress.ip_network("10.0.0.0/8")]
 
 
 def who(peer, headers, key=None, trusted=()):
-    return client_of(HttpContext(Caller(peer, headers, key, list(trusted)), None))
+    return Caller(peer, headers, key, list(trusted)).client
 
 
 def test_the_key_then_the_client_id_then_the_address():
@@ -60,3 +61,12 @@ def test_the_status_map_and_retry_after():
     assert CallEnded(grpc.StatusCode.RESOURCE_EXHAUSTED, "x", 0.25).retry_after_header(1) == {"Retry-After": "1"}
     assert CallEnded(grpc.StatusCode.UNAVAILABLE, "x").retry_after_header(2.5) == {"Retry-After": "3"}
     assert CallEnded(grpc.StatusCode.RESOURCE_EXHAUSTED, "big", http_status=413).retry_after_header(1) == {}
+
+
+def test_a_domain_exception_ends_an_http_call_with_the_code_grpc_sends_for_it():
+    assert [ended(e).http_status for e in (InvalidInput("x"), ModelNotFound("x"), Unavailable("x"))] == [400, 404, 503]
+    refusal = ended(Overloaded("queue full", 2.5))
+    assert (refusal.code, refusal.http_status, refusal.retry_after_header(1)) == \
+        (grpc.StatusCode.RESOURCE_EXHAUSTED, 429, {"Retry-After": "3"})
+    bug = ended(KeyError("secret"))
+    assert bug.http_status == 500 and "secret" not in bug.message and "request" in bug.message

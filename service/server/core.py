@@ -1,0 +1,359 @@
+"""The serving core that both transports call: gRPC (servicer.py) and HTTP (service/http/).
+
+It validates a request and holds it to the limits, resolves which served model answers
+it, turns it into searches, hands them to that model's scheduler and builds the answer.
+Requests and answers are the API's own messages (proto/attnmt/v1/translator.proto): the
+schema gRPC carries and the native HTTP API maps to JSON, so neither transport converts
+anything but its wire format. Who is calling (`client`, for fair admission), by when
+(`deadline`, time.monotonic() seconds, None for none) and how urgently (`priority`,
+admission.INTERACTIVE or BULK) are plain arguments. Every refusal is a domain exception
+(service/errors.py) carrying its status; each transport maps it once (server/status.py,
+service/http/errors.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, TypeVar
+
+from attnmt.service.errors import (
+    AttnmtError,
+    DeadlineExceeded,
+    InvalidInput,
+    ModelNotFound,
+    ResponseTooLarge,
+    Unavailable,
+)
+from attnmt.service.inference.search import Search, SearchOptions
+from attnmt.service.server import convert
+from attnmt.service.server.admission import BULK, INTERACTIVE
+from attnmt.service.server.cache import TranslationCache
+from attnmt.service.server.metrics import CALL_PROTOCOL, Metrics
+from attnmt.service.server.scheduler import Job, Scheduler
+from attnmt.service.server.settings import Settings
+from attnmt.service.stubs import translator_pb2 as pb
+from attnmt.service.text import documents
+from attnmt.service.text.glossary import Glossary
+from attnmt.service.text.glossary import load_all as load_glossaries
+from attnmt.service.text.translator import Translation, Translator, normalise
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Translator"].full_name   # attnmt.v1.Translator
+
+T = TypeVar("T")
+# Work off the event loop lets the loop's thread have the GIL for a moment this often: else
+# the loop waits up to the switch interval each time it wakes, several times per call.
+YIELD_EVERY = 0.002
+YIELD_FOR = 0.0001
+
+
+@dataclass
+class ServedModel:
+    translator: Translator
+    scheduler: Scheduler
+    cache: TranslationCache | None = None
+
+
+def cache_key(search: Search) -> tuple:
+    """Everything that changes a finished search: source ids, hidden placeholders, options, forced target."""
+    return (tuple(search.source), search.protected, search.options,
+            None if search.forced is None else tuple(search.forced))
+
+
+class Core:
+    def __init__(self, models: dict[str, ServedModel], default: str, settings: Settings, metrics: Metrics):
+        self.models = models
+        self.default = default
+        self.settings = settings
+        self.metrics = metrics
+        self.draining = False          # set by the drain: new work is refused UNAVAILABLE
+        self.glossaries = load_glossaries(settings.glossaries)     # named glossaries (glossary_name)
+
+    # --- the API ---------------------------------------------------------
+
+    def resolve(self, model: str, sentences: int = 1) -> ServedModel:
+        """The served model that answers a request naming `model` ("": the default); the one
+        place a request is matched to a model. `sentences`: what a refusal counts."""
+        if self.draining:
+            self.metrics.rejected.labels("draining", CALL_PROTOCOL.get()).inc(sentences)
+            raise Unavailable("server is shutting down; retry on another replica")
+        served = self.models.get(model or self.default)
+        if served is None:
+            raise ModelNotFound(f"model {model!r} is not served here; served: {', '.join(sorted(self.models))}")
+        return served
+
+    async def translate(self, request: pb.TranslateRequest, *, deadline: float | None, client: str,
+                        priority: int = INTERACTIVE) -> pb.TranslateResponse:
+        try:
+            return await self._translate(request, self._capped(deadline), client, priority)
+        except AttnmtError as e:
+            self.rejected(e, len(request.sentences))
+            raise
+
+    async def translate_item(self, item: pb.StreamRequest, first: pb.StreamRequest, *, deadline: float | None,
+                             client: str, priority: int = BULK) -> pb.Translation:
+        """One item of a stream of sentences; an item without model or options takes the
+        stream's first item's."""
+        try:
+            return await self._translate_item(item, first, self._capped(deadline), client, priority)
+        except AttnmtError as e:
+            self.rejected(e)
+            raise
+
+    async def align(self, request: pb.AlignRequest, *, deadline: float | None, client: str,
+                    priority: int = INTERACTIVE) -> pb.AlignResponse:
+        try:
+            return await self._align(request, self._capped(deadline), client, priority)
+        except AttnmtError as e:
+            self.rejected(e)
+            raise
+
+    def list_models(self) -> pb.ListModelsResponse:
+        return pb.ListModelsResponse(models=[convert.model_info_pb(m.translator, self.settings, name == self.default)
+                                             for name, m in self.models.items()])
+
+    def get_model(self, name: str) -> pb.ModelInfo:
+        served = self.models.get(name or self.default)
+        if served is None:
+            raise ModelNotFound(f"model {name!r} is not served here; served: {', '.join(sorted(self.models))}")
+        return convert.model_info_pb(served.translator, self.settings, (name or self.default) == self.default)
+
+    def rejected(self, error: AttnmtError, sentences: int = 1) -> None:
+        """Count a refused request in attnmt_rejected_total, by sentences, whatever the reason
+        (the transports call it for requests that never reach the core: ones that do not parse)."""
+        if isinstance(error, InvalidInput):
+            self.metrics.rejected.labels("invalid_input", CALL_PROTOCOL.get()).inc(max(sentences, 1))
+
+    # --- the requests ----------------------------------------------------
+
+    async def _translate(self, request: pb.TranslateRequest, deadline: float | None, client: str,
+                         priority: int) -> pb.TranslateResponse:
+        served = self.resolve(request.model, len(request.sentences))
+        n = len(request.sentences)
+        if n == 0:
+            raise InvalidInput("sentences is empty: send at least one sentence")
+        if n > self.settings.max_sentences_per_request:
+            raise InvalidInput(f"sentences has {n} entries, over the limit of "
+                               f"{self.settings.max_sentences_per_request} (max_sentences_per_request); "
+                               "split the request or use TranslateStream")
+        options = convert.search_options(request.options, self.settings)
+        kind = convert.alignment_kind(request.options.alignment)
+        threshold = convert.alignment_threshold(request.options)
+        glossary = convert.glossary(request.glossary, request.glossary_name, self.glossaries,
+                                    self.settings.max_glossary_entries)
+        if request.format or request.split_sentences:     # a plain request never comes this way
+            messages = await self._documents(served, request.sentences, request.format, request.split_sentences,
+                                             options, request.options, deadline, client,
+                                             [f"sentences[{i}]" for i in range(n)], priority, glossary)
+        else:
+            searches = [self._search(served, text, options, f"sentences[{i}]")
+                        for i, text in enumerate(request.sentences)]
+            self._check_response_size(searches, kind)
+            searches = await self._run(served, searches, deadline, client, priority)
+            translator = served.translator
+            translations = [translator.result(text, s, request.options.replace_unknown, glossary) if s
+                            else Translation(text, []) for text, s in zip(request.sentences, searches)]
+            messages = [convert.translation_pb(t, kind, threshold) for t in translations]
+        m = served.translator.engine.manifest
+        response = pb.TranslateResponse(translations=messages, model=m.name, model_version=m.version)
+        if response.ByteSize() > self.settings.max_message_bytes:
+            raise ResponseTooLarge(f"the response is {response.ByteSize()} bytes, over max_message_bytes "
+                                   f"({self.settings.max_message_bytes}); ask for fewer sentences, a smaller "
+                                   "n_best or a coarser alignment")
+        return response
+
+    async def _translate_item(self, item: pb.StreamRequest, first: pb.StreamRequest, deadline: float | None,
+                              client: str, priority: int) -> pb.Translation:
+        served = self.resolve(item.model or first.model)
+        opts = item.options if item.HasField("options") else first.options
+        options = convert.search_options(opts, self.settings)
+        kind = convert.alignment_kind(opts.alignment)
+        threshold = convert.alignment_threshold(opts)
+        field = f"sentence (id {item.id!r})"
+        glossary = convert.glossary(item.glossary, item.glossary_name, self.glossaries,
+                                    self.settings.max_glossary_entries, f"id {item.id!r}: ")
+        if item.format or item.split_sentences:     # a plain request never comes this way
+            (message,) = await self._documents(served, [item.sentence], item.format, item.split_sentences, options,
+                                               opts, deadline, client, [field], priority, glossary)
+            return message
+        search = self._search(served, item.sentence, options, field)
+        (search,) = await self._run(served, [search], deadline, client, priority)
+        translation = served.translator.result(item.sentence, search, opts.replace_unknown, glossary) \
+            if search else Translation(item.sentence, [])
+        return convert.translation_pb(translation, kind, threshold)
+
+    async def _align(self, request: pb.AlignRequest, deadline: float | None, client: str,
+                     priority: int) -> pb.AlignResponse:
+        served = self.resolve(request.model)
+        kind = convert.alignment_kind(request.alignment, default=convert.WORDS)
+        threshold = convert.alignment_threshold(request, "alignment_threshold")
+        if not normalise(request.source) or not normalise(request.target):
+            raise InvalidInput("source and target must both be non-empty")
+        self._check_text(request.target, "target")         # before tokenising it
+        search = self._search(served, request.source, SearchOptions(), "source", target=request.target)
+        (search,) = await self._run(served, [search], deadline, client, priority)
+        translation = served.translator.result(request.source, search)
+        hyp = translation.best
+        return pb.AlignResponse(source_tokens=translation.source_tokens,
+                                source_words=hyp.source_words if kind != convert.NONE else [],
+                                hypothesis=convert.hypothesis_pb(hyp, kind, threshold),
+                                model=served.translator.name)
+
+    async def _documents(self, served: ServedModel, entries, text_format: int, split: bool, options: SearchOptions,
+                         opts: pb.DecodingOptions, deadline: float | None, client: str, fields: list[str],
+                         priority: int, glossary: Glossary | None) -> list[pb.Translation]:
+        """Entries sent with `format` or `split_sentences` (documents.py): every sentence of
+        every entry in one batch; each entry answered with its word spans, and as a document
+        (Translation.sentences) when it is HTML or split."""
+        html = convert.text_format(text_format) == pb.TEXT_FORMAT_HTML
+        kind, threshold = convert.alignment_kind(opts.alignment), convert.alignment_threshold(opts)
+        translator = served.translator
+        language = translator.engine.manifest.source_language
+
+        # Reading, searches and the answer are CPU work that grows with the entries: off the
+        # event loop, each step checking the deadline (the decoding between them is the scheduler's).
+        def read(check) -> tuple[list, list, list[Search | None]]:
+            readings = []
+            for i, text in enumerate(entries):
+                check()
+                readings.append(documents.read(text, html, split, language, translator.protector is None,
+                                               self.settings.max_document_chars,
+                                               self.settings.max_document_sentences, fields[i], check)
+                                if html or split else None)
+            sentences = [(i, k, text) for i, (entry, reading) in enumerate(zip(entries, readings))
+                         for k, text in enumerate(reading.sentences if reading else [entry])]
+            if len(sentences) > self.settings.max_queue:
+                raise InvalidInput(f"the request splits into {len(sentences)} sentences, more than the server "
+                                   f"queues at once (max_queue {self.settings.max_queue}); send fewer documents "
+                                   "per call")
+            check()
+            searches = [self._search(served, text, options, fields[i] + (f", sentence {k}" if readings[i] else ""))
+                        for i, k, text in sentences]
+            self._check_response_size(searches, kind)
+            return readings, sentences, searches
+
+        # documents off the loop (their work grows with the markup), plain sentences on it
+        run = _off_loop if html or split else _on_loop
+        readings, sentences, searches = await run(read, deadline)
+        searches = await self._run(served, searches, deadline, client, priority)
+
+        def answer(check) -> list[pb.Translation]:
+            done = iter(translator.result(text, s, opts.replace_unknown, glossary) if s else Translation(text, [])
+                        for (_, _, text), s in zip(sentences, searches))
+            messages = []
+            for reading in readings:
+                check()
+                if reading is None:
+                    messages.append(convert.sentence_pb(documents.single(next(done)), kind, threshold))
+                else:
+                    document = reading.assemble([next(done) for _ in reading.spans], check)
+                    messages.append(convert.document_pb(document, kind, threshold))
+            return messages
+
+        return await run(answer, deadline)
+
+    # --- limits and scheduling -------------------------------------------
+
+    def _capped(self, deadline: float | None) -> float | None:
+        """The caller's deadline, capped at max_deadline_seconds from now (also for calls without one)."""
+        cap = self.settings.max_deadline_seconds
+        if not cap:
+            return deadline
+        latest = time.monotonic() + cap
+        return latest if deadline is None else min(deadline, latest)
+
+    def _check_text(self, text: str, field: str) -> str:
+        if len(text) > self.settings.max_chars_per_sentence:
+            raise InvalidInput(f"{field} has {len(text)} characters, over the limit of "
+                               f"{self.settings.max_chars_per_sentence} (max_chars_per_sentence)")
+        return text
+
+    def _search(self, served: ServedModel, text: str, options: SearchOptions, field: str,
+                target: str | None = None) -> Search | None:
+        """A search for one sentence, or None when there is nothing to translate."""
+        self._check_text(text, field)
+        if target is None and not normalise(text):
+            return None
+        try:
+            return served.translator.search(text, options, target=target)
+        except InvalidInput as e:  # the translator says "source" or "target"; name the request field too
+            raise InvalidInput(f"{field}: {e}" if target is None else str(e)) from None
+
+    def _check_response_size(self, searches: list[Search | None], kind: int) -> None:
+        """Refuse before decoding what could not be sent: soft α is n_best x target x source
+        floats per sentence (words: fewer, but the same order), bounded by each search's
+        length limit."""
+        if kind not in (convert.SOFT, convert.WORDS):
+            return
+        floats = sum(s.options.n_best * s.max_length * s.src_len for s in searches if s is not None)
+        if 4 * floats > self.settings.max_message_bytes:
+            raise InvalidInput(f"the alignment asked for could reach {4 * floats} bytes, over max_message_bytes "
+                               f"({self.settings.max_message_bytes}); ask for fewer sentences, a smaller n_best, "
+                               "a shorter max_length_ratio or a coarser alignment (ALIGNMENT_HARD)")
+
+    async def _run(self, served: ServedModel, searches: list[Search | None], deadline: float | None, client: str,
+                   priority: int) -> list:
+        """Finish every search (None entries stay None): from the cache when it holds an
+        identical one, else through the scheduler. On cancellation, withdraw the sentences."""
+        done: list = list(searches)
+        todo = []
+        for i, search in enumerate(searches):
+            if search is None:
+                continue
+            cached = served.cache.get(cache_key(search)) if served.cache is not None else None
+            if cached is not None:
+                done[i] = cached
+            else:
+                todo.append(search)
+        if not todo:
+            return done
+        jobs: list[Job] = served.scheduler.submit(todo, deadline, client, priority)
+        try:
+            await asyncio.gather(*(j.future for j in jobs))
+        except BaseException:             # CancelledError included: the client went away or the deadline passed
+            served.scheduler.cancel(jobs)
+            raise
+        if served.cache is not None:
+            for search in todo:
+                served.cache.put(cache_key(search), search)
+        return done
+
+
+async def _off_loop(work: Callable[[Callable[[], None]], T], deadline: float | None) -> T:
+    """`work(check)` on a worker thread, so that the event loop goes on answering other
+    calls (health checks among them) while it reads or writes a document. `check`
+    raises DeadlineExceeded once the deadline has passed or the call has ended; `work`
+    calls it between its steps. The call ends at its deadline even while the work is
+    between two checks; the thread stops at the next one.
+
+    A thread still takes the GIL from the loop for up to the switch interval at a time,
+    so the work must also be short: the markup code is linear in the entry for that."""
+    over = threading.Event()
+    ran_since = [time.monotonic()]
+
+    def check() -> None:
+        now = time.monotonic()
+        if over.is_set() or (deadline is not None and now >= deadline):
+            raise DeadlineExceeded("deadline exceeded while reading or writing the documents")
+        if now - ran_since[0] >= YIELD_EVERY:
+            time.sleep(YIELD_FOR)           # the GIL free: the loop's thread takes it if it waits
+            ran_since[0] = time.monotonic()
+
+    timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+    try:
+        return await asyncio.wait_for(asyncio.to_thread(work, check), timeout)
+    except TimeoutError:
+        raise DeadlineExceeded("deadline exceeded while reading or writing the documents") from None
+    finally:
+        over.set()
+
+
+async def _on_loop(work: Callable[[Callable[[], None]], T], deadline: float | None) -> T:
+    """`work(check)` right here: plain sentences, whose work the per-request limits bound to
+    well under a millisecond a sentence, cheaper than two thread hops on every call."""
+    def check() -> None:
+        if deadline is not None and time.monotonic() >= deadline:
+            raise DeadlineExceeded("deadline exceeded before the sentences were queued")
+    return work(check)
