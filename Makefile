@@ -3,10 +3,22 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip install -q -c constraints.txt
-MODEL ?= models/rnnsearch-es-en
+# The bundled models: the default (served first) and the RNNsearch, each rebuilt from its run by
+# `make rebuild-models`.
+DEFAULT_MODEL ?= models/transformer-es-en
+RNNSEARCH_MODEL ?= models/rnnsearch-es-en
+# What the measuring targets (evaluate, bench, soak, links) measure: the default, unless told
+# (`make bench MODEL=$(RNNSEARCH_MODEL)`).
+MODEL ?= $(DEFAULT_MODEL)
 # `make serve` serves these, the first the default (a request names another by its manifest's name).
-SERVE_MODELS ?= models/transformer-es-en $(MODEL)
+SERVE_MODELS ?= $(DEFAULT_MODEL) $(RNNSEARCH_MODEL)
 DATA ?= data/bible
+# What the benchmarks decode: DATA's test split once `make data` has built it; in a fresh clone, which
+# has no data/, the committed everyday test set (144 sentences).
+BENCH_DATA ?= $(if $(wildcard $(DATA)/test.*),$(DATA),tests/data/everyday)
+# A shorter `make bench`: test sentences (evenly spaced) and repeats of each benchmark (default: theirs).
+BENCH_SENTENCES ?=
+BENCH_REPEATS ?=
 SOFTWARE ?= data/gettext
 MIXED ?= data/es-en
 RUN ?= runs/rnnsearch-es-en
@@ -15,16 +27,17 @@ RUN ?= runs/rnnsearch-es-en
 # export (TRANSFORMER_EXPORT), its checkpoint.pt left out (docs/transformer.md)
 TRANSFORMER_RUN ?= runs/transformer-es-en
 TRANSFORMER_MODEL ?= $(TRANSFORMER_RUN)/model
-# the bundled weights since 2026-11-26's fifth session: the fourth everyday stage (trained on a GPU), its last three validations averaged
+# the bundled Transformer's weights: the fourth everyday stage (trained on a GPU), its last three validations averaged
 TRANSFORMER_EXPORT_RUN ?= $(TRANSFORMER_RUN)-everyday5
 TRANSFORMER_AVERAGE ?= 3
 TRANSFORMER_CHECKPOINT ?= averaged-last$(TRANSFORMER_AVERAGE).pt
 TRANSFORMER_EXPORT ?= $(TRANSFORMER_EXPORT_RUN)/model
-# the run and checkpoint `make export` turns into the bundled model: stage 7's best.pt
+# the run and checkpoint `make export` turns into the bundled RNNsearch: stage 7's best.pt
 EXPORT_RUN ?= $(RUN)-copies
 CHECKPOINT ?= best.pt
 
-.PHONY: serve test install data train export export-transformer export-needs-a-run evaluate bench soak stubs clean
+.PHONY: serve test install data train export export-transformer export-needs-a-run rebuild-models \
+	rebuild-needs-runs evaluate bench soak stubs lint-proto clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -178,14 +191,14 @@ score-functions: $(VENV)/.dev
 	$(BIN)/attnmt bench score-functions $$models --data $(DATA) $(SOFTWARE) tests/data/everyday --sentences 1048 \
 		--repeats 5 --json runs/score-functions.json
 
-# Refused without a run (checked before anything is installed): a newcomer has none,
-# and the bundled model in $(MODEL) is already exported.
+# The RNNsearch into $(RNNSEARCH_MODEL). Refused without a run (checked before anything is installed):
+# a newcomer has none, and the bundled model is already exported.
 export: export-needs-a-run $(VENV)/.dev
-	$(BIN)/attnmt export --run $(EXPORT_RUN) --checkpoint $(CHECKPOINT) --out $(MODEL)
+	$(BIN)/attnmt export --run $(EXPORT_RUN) --checkpoint $(CHECKPOINT) --out $(RNNSEARCH_MODEL)
 	# the lexical shortlist's dev BLEU change, measured through the serving engine, into the manifest
-	$(BIN)/attnmt evaluate --shortlist-change --model $(MODEL) --data $(MIXED)-copies
+	$(BIN)/attnmt evaluate --shortlist-change --model $(RNNSEARCH_MODEL) --data $(MIXED)-copies
 	# quality-estimation weights fitted on both dev sets (verses and messages), into the manifest
-	$(BIN)/attnmt fit-quality --model $(MODEL) --data $(DATA) $(SOFTWARE)
+	$(BIN)/attnmt fit-quality --model $(RNNSEARCH_MODEL) --data $(DATA) $(SOFTWARE)
 
 # The Transformer from its averaged checkpoint: every layer, head and reading (as predicted, or
 # Shift-Att) scored on the gold set first, and the one with the lowest dev AER exported (or pass
@@ -213,7 +226,27 @@ export-transformer: $(VENV)/.dev
 export-needs-a-run:
 	@test -f $(EXPORT_RUN)/$(CHECKPOINT) || { echo "make export: no trained run in $(EXPORT_RUN) (no $(CHECKPOINT)); \
 	\`make train\` makes one (hours). \`make serve\` and \`docker build\` need no export: \
-	they use the model already in $(MODEL)." >&2; exit 2; }
+	they use the model already in $(RNNSEARCH_MODEL)." >&2; exit 2; }
+
+# Each bundled model rebuilt from its run, which only `make data` and `make train` make (hours on the
+# CPU, and a GPU for the Transformer's last stage): refused without them. The RNNsearch: `make export`,
+# its hard-link rule, its test-set scores into its manifest. The Transformer: `make export-transformer`
+# into its run, that directory copied over $(DEFAULT_MODEL) (its model card kept, checkpoint.pt left
+# out of git by .gitignore), its test-set scores into its manifest. Then the figures the docs show.
+rebuild-models: rebuild-needs-runs $(VENV)/.dev
+	$(MAKE) export
+	$(BIN)/attnmt evaluate-alignment --model $(RNNSEARCH_MODEL) --write-manifest
+	$(MAKE) evaluate MODEL=$(RNNSEARCH_MODEL) EVALUATE_FLAGS=--write-manifest
+	$(MAKE) export-transformer
+	find $(TRANSFORMER_EXPORT) -maxdepth 1 -type f ! -name MODEL_CARD.md -exec cp {} $(DEFAULT_MODEL)/ \;
+	$(MAKE) evaluate MODEL=$(DEFAULT_MODEL) EVALUATE_FLAGS=--write-manifest
+	$(MAKE) docs-figures
+
+rebuild-needs-runs:
+	@test -f $(EXPORT_RUN)/$(CHECKPOINT) -a -f $(TRANSFORMER_EXPORT_RUN)/last.pt || { echo "make rebuild-models: \
+	it needs the training runs $(EXPORT_RUN) ($(CHECKPOINT)) and $(TRANSFORMER_EXPORT_RUN) (last.pt), which \
+	\`make data\` and \`make train\` make (hours; docs/training.md). The bundled models in $(RNNSEARCH_MODEL) \
+	and $(DEFAULT_MODEL) are already exported." >&2; exit 2; }
 
 # Statistical word links (eflomal, the `align` extra: GPL-3, a development tool, never served) of every
 # training corpus, one Pharaoh line per pair in DIR/train.links (guided alignment reads them), and of the
@@ -228,10 +261,13 @@ links: $(VENV)/.dev
 	$(BIN)/attnmt evaluate-alignment --model $(MODEL) --gold $(GOLD) --links eflomal=data/gold-links/{split}.links \
 		--json data/gold-links/aer.json
 
+# BLEU and chrF of $(MODEL) on each test set, greedy and beam 5, Apertium beside (EVALUATE_FLAGS=--write-manifest:
+# recorded in its manifest, where the README's table reads them). DATA and SOFTWARE need `make data`.
+EVALUATE_FLAGS ?=
 evaluate: $(VENV)/.dev
-	$(BIN)/attnmt evaluate --model $(MODEL) --data $(DATA)
-	$(BIN)/attnmt evaluate --model $(MODEL) --data $(SOFTWARE)
-	$(BIN)/attnmt evaluate --model $(MODEL) --data tests/data/everyday
+	$(BIN)/attnmt evaluate --model $(MODEL) --data $(DATA) $(EVALUATE_FLAGS)
+	$(BIN)/attnmt evaluate --model $(MODEL) --data $(SOFTWARE) $(EVALUATE_FLAGS)
+	$(BIN)/attnmt evaluate --model $(MODEL) --data tests/data/everyday $(EVALUATE_FLAGS)
 
 # The public test sets: FLORES-200 devtest and Tatoeba from tests/data/public (committed with their
 # licences), plus any folder of NAME.spa/NAME.eng files in PUBLIC_TESTSETS, e.g. a copy of
@@ -250,23 +286,39 @@ benchmark-public: $(VENV)/.dev
 	$(BIN)/attnmt evaluate-public --testsets tests/data/public $(foreach d,$(PUBLIC_TESTSETS),--testsets $(d)) \
 		$(foreach s,$(PUBLIC_SETS),--set $(s)) $(foreach m,$(PUBLIC_MODELS),--model $(m)) --json $(PUBLIC_JSON)
 
-# Apertium (Debian `apertium`, `apertium-eng-spa`) is the baseline of `bench offline`.
+# $(MODEL) on $(BENCH_DATA): PyTorch against ONNX Runtime (bench engine), `attnmt translate` against Apertium
+# (Debian `apertium`, `apertium-eng-spa`, bench offline's baseline), the server against the offline engine
+# (bench serving). Works from a clone: bench engine reads a Transformer's PyTorch weights back from its graphs
+# where checkpoint.pt is absent; an RNNsearch's cannot be, so without its checkpoint.pt (`make export`, from a
+# run) that step is skipped with a message. A smoke run: `make bench BENCH_SENTENCES=8 BENCH_REPEATS=1`.
+BENCH_SIZE = $(if $(BENCH_SENTENCES),--sentences $(BENCH_SENTENCES)) $(if $(BENCH_REPEATS),--repeats $(BENCH_REPEATS))
 bench: $(VENV)/.dev
 	@dpkg -s apertium apertium-eng-spa >/dev/null 2>&1 \
 		|| (apt-get update -q && apt-get install -y -q apertium apertium-eng-spa) \
 		|| echo "Apertium could not be installed: bench offline will skip it"
-	$(BIN)/attnmt bench engine --model $(MODEL) --data $(DATA)
-	$(BIN)/attnmt bench offline --model $(MODEL) --data $(DATA)
-	$(BIN)/attnmt bench serving --model $(MODEL) --data $(DATA)
+	@if [ -f $(MODEL)/checkpoint.pt ] || grep -q '"architecture": "Transformer"' $(MODEL)/manifest.json; then \
+		echo "$(BIN)/attnmt bench engine --model $(MODEL) --data $(BENCH_DATA) $(BENCH_SIZE)"; \
+		$(BIN)/attnmt bench engine --model $(MODEL) --data $(BENCH_DATA) $(BENCH_SIZE); \
+	else echo "bench engine skipped: $(MODEL) is an RNNsearch without checkpoint.pt, which \`make export\` writes \
+	from its training run"; fi
+	$(BIN)/attnmt bench offline --model $(MODEL) --data $(BENCH_DATA) $(BENCH_SIZE)
+	$(BIN)/attnmt bench serving --model $(MODEL) --data $(BENCH_DATA) $(BENCH_SIZE)
 
 # Not in CI: 10 minutes at half capacity with a mixed load (bench/soak.py); fails if resident
 # memory grows 5 % or more, or any call ends with an outcome its kind does not allow.
 # `attnmt bench overload` (bench/overload.py) is the overload figure, run by hand.
 soak: $(VENV)/.dev
-	$(BIN)/attnmt bench soak --model $(MODEL) --data $(DATA) --duration 600
+	$(BIN)/attnmt bench soak --model $(MODEL) --data $(BENCH_DATA) --duration 600
 
 stubs: $(VENV)/.dev
 	$(BIN)/python proto/generate_stubs.py
+
+# buf's linter on proto/ (its rules and exceptions: proto/buf.yaml), from npm's @bufbuild/buf at this
+# version (npx fetches it once); tests/architecture/test_proto_lint.py runs the same.
+BUF_VERSION ?= 1.75.0
+lint-proto:
+	@command -v npx >/dev/null || apt-get install -y -q npm
+	cd proto && npx --yes @bufbuild/buf@$(BUF_VERSION) lint
 
 # The generated parts of README.md, docs/*.md and models/*/MODEL_CARD.md: figures from the manifests,
 # docs/measured.json and docs/public.json (make benchmark-public), and the settings table (bench/docs.py).

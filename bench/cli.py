@@ -24,11 +24,33 @@ def _order(args: argparse.Namespace) -> int:
 
 
 def _ctranslate2(args: argparse.Namespace) -> int:
-    from attnmt.bench.ctranslate2 import agreement, bench_ctranslate2, bench_server, format_ctranslate2
-    from attnmt.bench.offline import source_sentences
     if args.server_clients < 0:
         print("attnmt bench ctranslate2: --server-clients must be 0 (off) or more", file=sys.stderr)
         return 2
+    if args.ctranslate2 is not None:
+        return _bench_ctranslate2(args)
+    # No CTranslate2 directory given: converted here from the model directory's own weights (its
+    # checkpoint.pt, or a Transformer's graphs read back), fp32 and int8, and dropped afterwards.
+    import tempfile
+
+    from attnmt.model.export.ctranslate2 import export_ctranslate2_from_model_directory
+    with tempfile.TemporaryDirectory(prefix="attnmt-ct2-") as tmp:
+        try:
+            args.ctranslate2 = Path(tmp) / "fp32"
+            export_ctranslate2_from_model_directory(args.model, args.ctranslate2)
+            if args.ctranslate2_int8 is None:
+                args.ctranslate2_int8 = Path(tmp) / "int8"
+                export_ctranslate2_from_model_directory(args.model, args.ctranslate2_int8, "int8")
+        except ValueError as e:     # an RNNsearch (CTranslate2 runs no RNNs), or one without checkpoint.pt
+            print(f"attnmt bench ctranslate2: {e}", file=sys.stderr)
+            return 2
+        print(f"attnmt bench ctranslate2: CTranslate2 fp32 and int8 converted from {args.model}", file=sys.stderr)
+        return _bench_ctranslate2(args)
+
+
+def _bench_ctranslate2(args: argparse.Namespace) -> int:
+    from attnmt.bench.ctranslate2 import agreement, bench_ctranslate2, bench_server, format_ctranslate2
+    from attnmt.bench.offline import source_sentences
     sources = source_sentences(args.model, args.data, args.sentences)
     agreed = agreement(args.model, args.ctranslate2, sources, args.threads)
     engines = {"fp32": args.ctranslate2, **({"int8": args.ctranslate2_int8} if args.ctranslate2_int8 else {})}
@@ -48,7 +70,7 @@ def _fingerprint(args: argparse.Namespace) -> int:
 def _gpu(args: argparse.Namespace) -> int:
     from attnmt.bench.gpu import bench_gpu, format_gpu
     from attnmt.bench.offline import source_sentences
-    models = args.model or [REPO / "models" / "rnnsearch-es-en", REPO / "models" / "transformer-es-en"]
+    models = args.model or [RNNSEARCH_MODEL, DEFAULT_MODEL]
     sources = source_sentences(models[0], args.data, args.sentences)
     report = bench_gpu(models, sources, tuple(args.rows or (64, 256)), args.repeats, device=args.device)
     return _bench_report(report, format_gpu(report), args.json)
@@ -74,15 +96,24 @@ def _soak(args: argparse.Namespace) -> int:
 
 REPO = Path(__file__).resolve().parent.parent
 _REPO = REPO
+DEFAULT_MODEL = REPO / "models" / "transformer-es-en"           # the served default
+RNNSEARCH_MODEL = REPO / "models" / "rnnsearch-es-en"
+
+
+def default_data() -> Path:
+    """The Bible's test split once `make data` has built it; in a fresh clone, which has no
+    data/, the committed everyday test set (144 sentences)."""
+    bible = REPO / "data" / "bible"
+    return bible if any(bible.glob("test.*")) else REPO / "tests" / "data" / "everyday"
 
 
 def model_and_data_arguments(b: argparse.ArgumentParser, sentences: bool = True) -> None:
     """--model, --data (and --sentences): what every benchmark and measurement reads."""
-    b.add_argument("--model", type=Path, default=REPO / "models" / "rnnsearch-es-en",
-                   help="model directory (default: models/rnnsearch-es-en, the model every benchmark table before "
-                        "2026-11-26 measured; the served default is models/transformer-es-en)")
-    b.add_argument("--data", type=Path, default=REPO / "data" / "bible",
-                   help="data directory with the test split (default: data/bible)")
+    b.add_argument("--model", type=Path, default=DEFAULT_MODEL,
+                   help="model directory (default: models/transformer-es-en, the served default)")
+    b.add_argument("--data", type=Path, default=default_data(),
+                   help="data directory with the test split (default: data/bible once `make data` has built it, "
+                        "else tests/data/everyday)")
     if sentences:
         b.add_argument("--sentences", type=int, help="use this many test sentences, evenly spaced (default: all)")
 
@@ -109,7 +140,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("evaluate-alignment", help="AER, precision, recall of a model's alignments (every rule) and "
                                                   "of links files on the hand-aligned gold set, bootstrap 95 %% CIs")
-    p.add_argument("--model", type=Path, default=_REPO / "models" / "rnnsearch-es-en")
+    p.add_argument("--model", type=Path, default=DEFAULT_MODEL, help="model directory (default: the served default, "
+                                                                        "models/transformer-es-en)")
     p.add_argument("--gold", type=Path, default=_REPO / "tests" / "data" / "gold-alignments",
                    help="directory with {split}.tsv (id, domain, source, target, links)")
     p.add_argument("--splits", nargs="+", default=["dev", "test"])
@@ -295,7 +327,9 @@ def _register_serving_benches(bench: argparse._SubParsersAction) -> None:
                                              "attnmt fp32 and int8; the RNNsearch at batch 64; the server against "
                                              "the offline engine; where attnmt's time goes at batch 64")
     model_and_data_arguments(b)
-    b.add_argument("--ctranslate2", type=Path, required=True, help="CTranslate2 fp32 directory of the same checkpoint")
+    b.add_argument("--ctranslate2", type=Path,
+                   help="CTranslate2 fp32 directory of the same checkpoint (`attnmt export --format ctranslate2`; "
+                        "default: fp32 and int8 converted from MODEL's own weights for this run)")
     b.add_argument("--ctranslate2-int8", type=Path, help="and its int8 directory")
     b.add_argument("--model-int8", type=Path, metavar="DIR",
                    help="attnmt's int8 directory of the same checkpoint (`attnmt export --quantize int8`)")
@@ -323,7 +357,8 @@ def _register_serving_benches(bench: argparse._SubParsersAction) -> None:
                                      "a step, host-device bytes a step")
     b.add_argument("--model", type=Path, action="append", help="model directory (repeatable; default: both "
                                                                 "bundled models)")
-    b.add_argument("--data", type=Path, default=REPO / "data" / "bible", help="data directory with the test split")
+    b.add_argument("--data", type=Path, default=default_data(), help="data directory with the test split (default: "
+                                                                      "data/bible, else tests/data/everyday)")
     b.add_argument("--sentences", type=int, default=512, help="test sentences, evenly spaced")
     b.add_argument("--rows", type=int, action="append", help="rows a step at most (repeatable; default 64 and 256)")
     b.add_argument("--repeats", type=int, default=2)
@@ -395,7 +430,12 @@ def cmd_evaluate_alignment(args: argparse.Namespace) -> int:
 
 def cmd_bench_engine(args: argparse.Namespace) -> int:
     from attnmt.bench.offline import main
-    return main(args.model, args.data, args.sentences, args.repeats, args.threads, args.json)
+    from attnmt.model.export.recover import MissingCheckpoint
+    try:
+        return main(args.model, args.data, args.sentences, args.repeats, args.threads, args.json)
+    except MissingCheckpoint as e:            # an RNNsearch directory without its checkpoint.pt
+        print(f"attnmt bench engine: {e}", file=sys.stderr)
+        return 2
 
 
 def _numbers(kind):

@@ -56,7 +56,9 @@ class TimedEngine:
 
     def reset(self) -> None:
         self.encode_seconds = self.step_seconds = self.row_memory_seconds = 0.0
-        self.steps = self.rows = self.positions = 0     # positions: the memory length of each step, summed
+        # memory_positions: the memory length of each step, summed (not `positions`, which would hide the
+        # engine's flag for step graphs that take each row's position: a Transformer's)
+        self.steps = self.rows = self.memory_positions = 0
 
     def __getattr__(self, name: str):
         return getattr(self._engine, name)
@@ -85,7 +87,7 @@ class TimedEngine:
             self.step_seconds += time.perf_counter() - start
             self.steps += 1
             self.rows += len(prev_tokens)
-            self.positions += memory[SRC_MASK].shape[1]
+            self.memory_positions += memory[SRC_MASK].shape[1]
 
 
 

@@ -2,9 +2,11 @@
 
 `attnmt bench engine`: PyTorch eager vs the ONNX Runtime engine, greedy
 decoding, same weights (the model directory's checkpoint.pt holds exactly what
-its graphs hold), same sentences, one process, batch 1 and batch 64. The two
-runs alternate (torch, ORT, torch, ORT, ...) and the best of the repeats is
-kept, so a busy neighbour on a shared machine hurts both alike.
+its graphs hold; where it is absent, as in the bundled directories, a Transformer's
+weights are read back from the graphs: model/export/recover.py), same sentences,
+one process, batch 1 and batch 64. The two runs alternate (torch, ORT, torch,
+ORT, ...) and the best of the repeats is kept, so a busy neighbour on a shared
+machine hurts both alike.
 
 `attnmt bench offline`: what a user of `attnmt translate` gets.
 - `attnmt translate --model DIR < test > out` as a subprocess, process start
@@ -70,10 +72,10 @@ def bench_engine(model_dir: Path, data_dir: Path, sentences: int = 200, repeats:
                  batches: tuple[int, ...] = (1, 64), threads: int = 0) -> dict:
     import torch
 
+    from attnmt.model.export.recover import load_model_directory
     from attnmt.model.search import translate_ids
-    from attnmt.model.train import load_model
+    model = load_model_directory(model_dir)      # ValueError: an RNNsearch without checkpoint.pt
     engine = Engine(model_dir, EngineOptions(intra_op_threads=threads))
-    model = load_model(model_dir / "checkpoint.pt")
     if threads:
         torch.set_num_threads(threads)
     m = engine.manifest

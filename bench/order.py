@@ -64,7 +64,7 @@ def run(model_dir: Path, texts: list[str], repeats: int, joiners: int, rows: int
                                 "encode_s": engine.encode_seconds, "step_s": engine.step_seconds,
                                 "steps": engine.steps,
                                 "mean_rows": engine.rows / engine.steps,
-                                "mean_memory_length": engine.positions / engine.steps})
+                                "mean_memory_length": engine.memory_positions / engine.steps})
     medians = {order: {key: round(float(np.median([r[key] for r in timings])), 5) for key in timings[0]}
                for order, timings in runs.items()}
     first, second = (medians[o] for o in ORDERS)

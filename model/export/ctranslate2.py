@@ -74,18 +74,33 @@ def transformer_spec(model: Transformer, pieces: list[str]):
 def export_ctranslate2(checkpoint: Path, tokenizer: Path, out: Path, quantization: str | None = None) -> dict:
     """Write the CTranslate2 model directory of a Transformer `checkpoint` to `out`;
     `quantization`: None (fp32) or one of CTranslate2's ("int8", "int8_float32"...)."""
+    from attnmt.model.train import load_model
+
+    return _write(load_model(Path(checkpoint)), Path(checkpoint), Path(tokenizer), out, quantization)
+
+
+def export_ctranslate2_from_model_directory(model_dir: Path, out: Path, quantization: str | None = None) -> dict:
+    """The same from an attnmt Transformer model directory: its `checkpoint.pt`, or, where the
+    directory ships none (the bundled ones), the weights read back from its graphs."""
+    from attnmt.model.export.recover import load_model_directory
+    from attnmt.service.modeldir.manifest import load_manifest
+
+    tokenizer = model_dir / load_manifest(model_dir, verify=False).tokenizer
+    return _write(load_model_directory(model_dir), model_dir, tokenizer, out, quantization)
+
+
+def _write(model, source: Path, tokenizer: Path, out: Path, quantization: str | None) -> dict:
     import ctranslate2
 
     from attnmt.model.export.directory import round_to_half
-    from attnmt.model.train import load_model
 
-    # The weights attnmt's export serves: rounded to float16 and held in float32, so both
-    # engines hold the very same numbers.
-    model = round_to_half(load_model(Path(checkpoint)))
     if not isinstance(model, Transformer):
-        raise ValueError(f"{checkpoint} holds an {type(model).__name__}: CTranslate2 runs no RNNs "
+        raise ValueError(f"{source} holds an {type(model).__name__}: CTranslate2 runs no RNNs "
                          "(only Transformer checkpoints convert)")
-    tok = Tokenizer(Path(tokenizer))
+    # The weights attnmt's export serves: rounded to float16 and held in float32, so both
+    # engines hold the very same numbers (rounding weights read back from float16 changes nothing).
+    model = round_to_half(model)
+    tok = Tokenizer(tokenizer)
     spec = transformer_spec(model, [tok.sp.id_to_piece(i) for i in range(len(tok))])
     spec.optimize(quantization=quantization)
     out.mkdir(parents=True, exist_ok=True)

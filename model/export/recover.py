@@ -1,8 +1,10 @@
 """A Transformer's PyTorch weights read back from its model directory's ONNX graphs.
 
 A bundled model directory ships its graphs and `weights.bin`, not `checkpoint.pt` (the
-repository leaves it out). Continuing training from the bundled model, or building a
-CTranslate2 model from it, needs the PyTorch state dict: this module recovers it.
+repository leaves it out). Continuing training from the bundled model, building a
+CTranslate2 model from it, or holding PyTorch against ONNX Runtime on it (`attnmt bench
+engine`) needs the PyTorch state dict: this module recovers it (`load_model_directory`
+reads `checkpoint.pt` where it is present, and the graphs where it is not).
 
 ONNX's exporter keeps a parameter's name where the graph uses it as it is (biases, layer
 norms, the tied embedding), but a Linear's weight enters a MatMul transposed, as an
@@ -22,6 +24,10 @@ from attnmt.service.modeldir.manifest import load_manifest
 
 HALF_SUFFIX = "/float16"              # share_weights(half=True) stores X as X/float16 read through a Cast
 PREFIX = "model."                     # the export wraps the network in a module holding it as `model`
+
+
+class MissingCheckpoint(ValueError):
+    """A model directory whose PyTorch weights are neither in a checkpoint.pt nor readable from its graphs."""
 
 
 def recover_state(model_dir: Path) -> tuple[dict, dict[str, np.ndarray]]:
@@ -98,3 +104,22 @@ def recover_checkpoint(model_dir: Path) -> dict:
             raise ValueError(f"{model_dir}: {k} is {state[k].shape} in the graphs, {tuple(v.shape)} in the network")
     model.load_state_dict({k: torch.from_numpy(state[k]) for k in expected})
     return {"architecture": "transformer", "model_config": model.cfg.to_dict(), "state_dict": model.state_dict()}
+
+
+def load_model_directory(model_dir: Path):
+    """The network of a model directory in PyTorch for inference (fp32, eval mode): its
+    `checkpoint.pt` (`attnmt export` writes it), or where that is absent a Transformer's
+    weights read back from the graphs. Both hold the same float16-rounded numbers."""
+    from attnmt.model.train import build_model, load_model
+
+    checkpoint = model_dir / "checkpoint.pt"
+    if checkpoint.exists():
+        return load_model(checkpoint)
+    architecture = load_manifest(model_dir, verify=False).architecture
+    if architecture != "Transformer":
+        raise MissingCheckpoint(f"{model_dir} has no checkpoint.pt, and an {architecture}'s weights cannot be read "
+                                "back from its graphs: `attnmt export` writes it from a training run (`make export`)")
+    ckpt = recover_checkpoint(model_dir)
+    model = build_model(ckpt)
+    model.load_state_dict(ckpt["state_dict"])
+    return model.eval()

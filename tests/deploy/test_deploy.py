@@ -337,8 +337,8 @@ def test_adapter_rule_queries_exported_series_with_pod_labels(tmp_path):
 def test_make_export_refuses_without_a_training_run(tmp_path):
     """A newcomer has no run: `make export` says so before installing or writing anything."""
     model = tmp_path / "model"
-    result = subprocess.run(["make", "-j1", "export", f"RUN={tmp_path / 'no-run'}", f"MODEL={model}"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(["make", "-j1", "export", f"RUN={tmp_path / 'no-run'}", f"RNNSEARCH_MODEL={model}"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode != 0
     assert "no trained run" in result.stderr and "make train" in result.stderr
     assert not model.exists()
@@ -417,7 +417,7 @@ def test_http_error_ratio_counts_what_the_grpc_ratio_counts():
     counts, and none of those it answers for what callers cause (504: the client's X-Request-Timeout)."""
     import grpc
 
-    from attnmt.service.http.context import HTTP_STATUS_OF
+    from attnmt.service.http.errors import HTTP_STATUS_OF
 
     def status(code: str) -> str:
         return str(HTTP_STATUS_OF.get(getattr(grpc.StatusCode, code), 500))
