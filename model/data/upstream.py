@@ -11,7 +11,6 @@ PKG@VERSION`, the registry's own client, at a pinned version.
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import subprocess
 import sys
@@ -19,6 +18,8 @@ import tarfile
 import urllib.parse
 import urllib.request
 from pathlib import Path
+
+from attnmt.service.modeldir.manifest import sha256_of
 
 # Some hosts (manythings.org) refuse urllib's default agent.
 USER_AGENT = "Mozilla/5.0 (compatible; attnmt-data)"
@@ -28,12 +29,7 @@ def is_url(location: str) -> bool:
     return urllib.parse.urlparse(str(location)).scheme in ("http", "https", "file")
 
 
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+sha256 = sha256_of               # a file's digest, as the model directory's manifest records one
 
 
 def obtain(location: str | Path, cache: Path) -> Path:

@@ -22,24 +22,10 @@ from attnmt.service.inference.batch import DecodeBatch
 from attnmt.service.inference.search import SearchOptions
 from attnmt.service.server import worker as worker_module
 from attnmt.service.server.metrics import Metrics
-from attnmt.service.server.scheduler import Scheduler, SchedulerLimits
-from attnmt.service.server.settings import Settings
+from attnmt.service.server.scheduler import Scheduler
 from attnmt.service.server.worker import CANCELLED, EXPIRED, FAILED, TRANSLATED, UNANSWERED
 from conftest import synthetic_corpus
-
-SHORT = "peru vidas kasa ."
-LONG = " ".join(["kasa granda amas libo nova . gato roja havas arbo blanka ."] * 3)
-
-
-def run(coro):
-    return asyncio.run(coro)
-
-
-def limits(**settings) -> SchedulerLimits:
-    """The server's own limits: Settings' defaults with `settings` over them (a beam fits the rows)."""
-    beam = min(Settings.model_fields["max_beam_size"].default, settings.get("max_batch_rows", 64))
-    beams = {"max_beam_size": beam, "default_beam_size": min(beam, Settings.model_fields["default_beam_size"].default)}
-    return SchedulerLimits.from_settings(Settings(**{**beams, **settings}))
+from unit.server.test_scheduler import LONG, SHORT, limits, run
 
 
 def counted(scheduler: Scheduler, reason: str) -> float:
