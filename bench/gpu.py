@@ -16,6 +16,7 @@ the command itself on a machine without one)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import tempfile
@@ -55,11 +56,14 @@ def placement(model: Path, device: str, texts: list[str]) -> dict:
     folder = Path(tempfile.mkdtemp(prefix="attnmt-profile-"))
     original_options, original_open = sessions.ort.SessionOptions, sessions.Sessions._open_session
     opened: list[tuple[str, ort.InferenceSession]] = []
+    numbers = itertools.count()
 
     def profiled() -> ort.SessionOptions:
         so = original_options()
         so.enable_profiling = True
-        so.profile_file_prefix = str(folder / "graph")
+        # a prefix per session: ONNX Runtime names the file by prefix and the second it started, so
+        # two sessions opened within one second would write into one file
+        so.profile_file_prefix = str(folder / f"graph{next(numbers)}")
         return so
 
     def recorded(self, path, graph, spinning):

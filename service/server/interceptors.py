@@ -37,6 +37,26 @@ def status_name(context, error: BaseException | None) -> str:
     return code.name if isinstance(code, grpc.StatusCode) and code != grpc.StatusCode.OK else "UNKNOWN"
 
 
+def wrap_handler(handler: grpc.RpcMethodHandler, one_response: Callable, response_stream: Callable
+                 ) -> grpc.RpcMethodHandler:
+    """`handler` with its behaviour wrapped: `one_response(behaviour)` where the call answers one
+    message, `response_stream(behaviour)` where it answers a stream (`behaviour` takes the request,
+    or the request iterator, and the context, as gRPC calls it). The kind of call and the
+    serializers stay; every interceptor here rebuilds a handler this one way."""
+    if handler.response_streaming:
+        behaviour = handler.stream_stream if handler.request_streaming else handler.unary_stream
+        make = (grpc.stream_stream_rpc_method_handler if handler.request_streaming
+                else grpc.unary_stream_rpc_method_handler)
+        wrapped = response_stream(behaviour)
+    else:
+        behaviour = handler.stream_unary if handler.request_streaming else handler.unary_unary
+        make = (grpc.stream_unary_rpc_method_handler if handler.request_streaming
+                else grpc.unary_unary_rpc_method_handler)
+        wrapped = one_response(behaviour)
+    return make(wrapped, request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer)
+
+
 class MetricsInterceptor(grpc.aio.ServerInterceptor):
     def __init__(self, metrics: Metrics, services: tuple[str, ...] = ()):
         self.m = metrics
@@ -90,9 +110,7 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
             m.msg_received.labels(*labels).inc()
             return time.perf_counter(), request
 
-        if not handler.response_streaming:
-            behaviour = handler.request_streaming and handler.stream_unary or handler.unary_unary
-
+        def one_response(behaviour):
             async def unary_response(request, context):
                 start, request = begin(request)
                 try:
@@ -103,44 +121,35 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                 finish(context, start, None)
                 m.msg_sent.labels(*labels).inc()
                 return response
+            return unary_response
 
-            make = (grpc.stream_unary_rpc_method_handler if handler.request_streaming
-                    else grpc.unary_unary_rpc_method_handler)
-            return make(unary_response, request_deserializer=handler.request_deserializer,
-                        response_serializer=handler.response_serializer)
+        def response_stream(behaviour):
+            if inspect.iscoroutinefunction(behaviour):
+                # A handler that writes with context.write instead of yielding (the health
+                # service's Watch): `async for` over it would end the call UNKNOWN.
+                async def writing_response(request, context):
+                    start, request = begin(request)
+                    try:
+                        await behaviour(request, context)
+                    except BaseException as e:
+                        finish(context, start, e)
+                        raise
+                    finish(context, start, None)
+                return writing_response
 
-        behaviour = handler.stream_stream if handler.request_streaming else handler.unary_stream
-        make = (grpc.stream_stream_rpc_method_handler if handler.request_streaming
-                else grpc.unary_stream_rpc_method_handler)
-
-        if inspect.iscoroutinefunction(behaviour):
-            # A handler that writes with context.write instead of yielding (the health
-            # service's Watch): `async for` over it would end the call UNKNOWN.
-            async def writing_response(request, context):
+            async def streaming_response(request, context):
                 start, request = begin(request)
                 try:
-                    await behaviour(request, context)
+                    async for response in behaviour(request, context):
+                        m.msg_sent.labels(*labels).inc()
+                        yield response
                 except BaseException as e:
                     finish(context, start, e)
                     raise
                 finish(context, start, None)
+            return streaming_response
 
-            return make(writing_response, request_deserializer=handler.request_deserializer,
-                        response_serializer=handler.response_serializer)
-
-        async def streaming_response(request, context):
-            start, request = begin(request)
-            try:
-                async for response in behaviour(request, context):
-                    m.msg_sent.labels(*labels).inc()
-                    yield response
-            except BaseException as e:
-                finish(context, start, e)
-                raise
-            finish(context, start, None)
-
-        return make(streaming_response, request_deserializer=handler.request_deserializer,
-                    response_serializer=handler.response_serializer)
+        return wrap_handler(handler, one_response, response_stream)
 
 
 class RecordingInterceptor(grpc.aio.ServerInterceptor):
@@ -171,9 +180,7 @@ class RecordingInterceptor(grpc.aio.ServerInterceptor):
                 record.sentences += 1
                 yield request
 
-        if not handler.response_streaming:
-            behaviour = handler.stream_unary if handler.request_streaming else handler.unary_unary
-
+        def one_response(behaviour):
             async def unary(request, context):
                 record = begin_call(request)
                 if handler.request_streaming:
@@ -186,32 +193,25 @@ class RecordingInterceptor(grpc.aio.ServerInterceptor):
                     raise
                 finally:
                     self._finish(record, context, error)
+            return unary
 
-            make = (grpc.stream_unary_rpc_method_handler if handler.request_streaming
-                    else grpc.unary_unary_rpc_method_handler)
-            return make(unary, request_deserializer=handler.request_deserializer,
-                        response_serializer=handler.response_serializer)
+        def response_stream(behaviour):
+            async def streaming(request, context):
+                record = begin_call(request)
+                if handler.request_streaming:
+                    request = counted(request, record)
+                error = None
+                try:
+                    async for response in behaviour(request, context):
+                        yield response
+                except BaseException as e:
+                    error = e
+                    raise
+                finally:
+                    self._finish(record, context, error)
+            return streaming
 
-        behaviour = handler.stream_stream if handler.request_streaming else handler.unary_stream
-
-        async def streaming(request, context):
-            record = begin_call(request)
-            if handler.request_streaming:
-                request = counted(request, record)
-            error = None
-            try:
-                async for response in behaviour(request, context):
-                    yield response
-            except BaseException as e:
-                error = e
-                raise
-            finally:
-                self._finish(record, context, error)
-
-        make = (grpc.stream_stream_rpc_method_handler if handler.request_streaming
-                else grpc.unary_stream_rpc_method_handler)
-        return make(streaming, request_deserializer=handler.request_deserializer,
-                    response_serializer=handler.response_serializer)
+        return wrap_handler(handler, one_response, response_stream)
 
 
 class OverloadGate(grpc.aio.ServerInterceptor):
@@ -242,11 +242,12 @@ class OverloadGate(grpc.aio.ServerInterceptor):
         handler = await continuation(details)
         if handler is None or details.method not in self.methods or handler.request_streaming:
             return handler
-        behaviour, full, refusal = handler.unary_unary, self.full, self.refusal
+        full, refusal = self.full, self.refusal
 
-        async def gated(request, context):
-            if full():
-                await abort(context, refusal(request))
-            return await behaviour(request, context)
-        return grpc.unary_unary_rpc_method_handler(gated, request_deserializer=handler.request_deserializer,
-                                                   response_serializer=handler.response_serializer)
+        def one_response(behaviour):
+            async def gated(request, context):
+                if full():
+                    await abort(context, refusal(request))
+                return await behaviour(request, context)
+            return gated
+        return wrap_handler(handler, one_response, lambda behaviour: behaviour)
