@@ -48,18 +48,20 @@ COPY pyproject.toml README.md ./
 COPY service/ service/
 COPY model/ model/
 COPY bench/ bench/
-# attnmt itself, built by the locked setuptools, less the training world (attnmt.model) and the
-# measurement world (attnmt.bench): setuptools installs every package pyproject.toml lists, and
-# serving needs neither, so they are removed and `attnmt` then lacks their commands. Then the
-# self-check: the server's imports (a dependency missing from the lock fails here), that the two
-# worlds are gone, and ONNX Runtime. For openvino, that the plugin library loads:
-# get_available_providers() never lists a plugin, and only an Intel CPU gives it a device, so the
-# devices are shown, not required.
+COPY corpus/ corpus/
+# attnmt itself, built by the locked setuptools, less the training world (attnmt.model), the
+# measurement world (attnmt.bench) and the corpus readers they share (attnmt.corpus): setuptools
+# installs every package pyproject.toml lists, and serving needs none of them, so they are removed
+# and `attnmt` then lacks their commands. Then the self-check: the server's imports (a dependency
+# missing from the lock fails here), that the three are gone, and ONNX Runtime. For openvino, that
+# the plugin library loads: get_available_providers() never lists a plugin, and only an Intel CPU
+# gives it a device, so the devices are shown, not required.
 RUN pip install --no-cache-dir --no-deps --no-build-isolation . \
     && package="$(python -c 'import attnmt.service, pathlib; print(pathlib.Path(attnmt.service.__file__).parents[1])')" \
-    && rm -r "$package/model" "$package/bench" \
+    && rm -r "$package/model" "$package/bench" "$package/corpus" \
     && python -c 'import attnmt.service.server.app' && attnmt serve --help > /dev/null \
     && ! python -c 'import attnmt.model' 2> /dev/null && ! python -c 'import attnmt.bench' 2> /dev/null \
+    && ! python -c 'import attnmt.corpus' 2> /dev/null \
     && ! attnmt bench --help > /dev/null 2>&1 \
     && case "$ORT" in \
          openvino) python -c 'import onnxruntime as ort, onnxruntime_ep_openvino as ov; \

@@ -1,6 +1,7 @@
 """Word alignments against hand-made links: AER, precision, recall and paired
-bootstrap intervals. The links, their Pharaoh format and the rules that make them
-are attnmt.service.modeldir.links.
+bootstrap intervals, and the diagonal, the floor every rule is scored above. The rules
+that make links are attnmt.service.modeldir.links; the gold set is read by
+attnmt.corpus.word_links.
 
 A link is (i, j): i a source word, j a target word, 0-based. Gold links are Sure
 or Possible-only; Sure ⊆ Possible.
@@ -15,7 +16,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnmt.service.modeldir.links import Links
+from attnmt.corpus.word_links import Links
+
+
+def diagonal(source_words: int, target_words: int) -> Links:
+    """No model at all: target word j links to the source word at the same relative
+    position (a floor for every rule)."""
+    if not source_words:
+        return set()
+    return {(min(source_words - 1, int(j * source_words / target_words)), j) for j in range(target_words)}
 
 
 def pair_counts(predicted: Links, sure: Links, possible: Links) -> np.ndarray:

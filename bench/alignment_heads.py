@@ -25,9 +25,10 @@ import torch
 
 from attnmt.bench.evaluate_alignment import GOLD, _readings, _score, word_map
 from attnmt.bench.loadtest import describe, machine
+from attnmt.corpus.word_links import GoldPair, Links, read_gold
 from attnmt.model.tokenizer import BOS_ID, EOS_ID, MODEL_FILE, Tokenizer
 from attnmt.model.train import load_model
-from attnmt.service.modeldir.links import GoldPair, Links, read_gold, rules_from_alpha
+from attnmt.service.modeldir.links import rules_from_alpha
 from attnmt.service.text.translator import Hypothesis, normalise
 
 READINGS = ("attention", "shift-att")

@@ -419,7 +419,7 @@ def cmd_evaluate_alignment(args: argparse.Namespace) -> int:
     report = evaluate_alignment(args.model, args.gold, tuple(args.splits), args.tune_split, links,
                                 args.samples, args.seed)
     if args.write_manifest:
-        from attnmt.bench.evaluate_alignment import write_hard_links
+        from attnmt.model.export.measured import write_hard_links
         if "hard_links" not in report:
             print(f"attnmt evaluate-alignment: no pair of {args.tune_split} is aligned by hand: nothing to choose "
                   "a rule with", file=sys.stderr)

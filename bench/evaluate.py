@@ -16,10 +16,11 @@ from pathlib import Path
 
 import sacrebleu
 
+from attnmt.corpus.splits import corpus_files, read_parallel
 from attnmt.model.data.placeholders import find as find_placeholders
+from attnmt.model.export.measured import update_manifest
 from attnmt.service.inference.engine import Engine, EngineOptions
 from attnmt.service.inference.search import SearchOptions
-from attnmt.service.modeldir.corpus import corpus_files, read_parallel
 from attnmt.service.plotting import plot_alignment
 from attnmt.service.text.translator import Translator
 
@@ -68,9 +69,7 @@ def placeholders_kept(sources: list[str], hyps: list[str]) -> dict:
 
 def shortlist_change(model_dir: Path, data_dir: Path, split: str = "dev") -> dict:
     """Greedy BLEU on `split` with and without the model's lexical shortlist, and the mean
-    candidate count; written into the manifest's `shortlist` section."""
-    from attnmt.model.export.rnnsearch import update_manifest
-
+    candidate count; recorded in the manifest's `shortlist` section by model/export/measured.py."""
     full = Engine(model_dir, EngineOptions(shortlist=False))
     listed = Engine(model_dir, EngineOptions(shortlist=True))
     m = full.manifest
@@ -134,6 +133,5 @@ def evaluate(model_dir: Path, data_dir: Path, split: str = "test", beam: int = 5
         plot_alignment(hyp, out / f"alignment-{index}.png", title=f"{sources[index][:80]}")
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     if write_manifest:
-        from attnmt.model.export.rnnsearch import update_manifest
         update_manifest(model_dir, evaluation={f"{Path(data_dir).name}/{split}": report})
     return report

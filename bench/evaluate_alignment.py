@@ -40,20 +40,11 @@ from pathlib import Path
 
 import numpy as np
 
-from attnmt.bench.aer import aer_ratio, pair_counts, score_with_intervals, scores
+from attnmt.bench.aer import aer_ratio, diagonal, pair_counts, score_with_intervals, scores
 from attnmt.bench.loadtest import describe, machine
+from attnmt.corpus.word_links import GoldPair, Links, read_gold, read_links
 from attnmt.service.inference.engine import Engine
-from attnmt.service.modeldir.links import (
-    DEFAULT_RULE,
-    RULES,
-    GoldPair,
-    Links,
-    diagonal,
-    read_gold,
-    read_links,
-    rules_from_alpha,
-    threshold_links,
-)
+from attnmt.service.modeldir.links import DEFAULT_RULE, RULES, rules_from_alpha, threshold_links
 from attnmt.service.text.alignment import EOS_TOKEN, shifted_rows, word_groups
 from attnmt.service.text.translator import Hypothesis, Translator
 
@@ -212,7 +203,8 @@ def evaluate_alignment(model_dir: Path, gold_dir: Path = GOLD, splits=("dev", "t
 def choose_hard_links(report: dict, tune_split: str = "dev") -> dict:
     """The hard-link rule a server can apply to its α (a rule of the `attention` reading, or
     the threshold tuned on `tune_split`) with the lowest AER on `tune_split`, and its AER on
-    every split: what `--write-manifest` records as the manifest's `hard_links`."""
+    every split: what `--write-manifest` records as the manifest's `hard_links`
+    (model/export/measured.py)."""
     rules = report["splits"][tune_split]["rules"]
     servable = {f"attention {rule}": (rule, None) for rule in RULES if f"attention {rule}" in rules}
     servable[SERVED_DEFAULT] = (DEFAULT_RULE, None)
@@ -230,15 +222,6 @@ def choose_hard_links(report: dict, tune_split: str = "dev") -> dict:
             chosen[f"{split}_aer_ci"] = [round(aer["low"], 4), round(aer["high"], 4)]
             chosen[f"{split}_pairs"] = entry["annotated"]
     return chosen
-
-
-def write_hard_links(model_dir: Path, chosen: dict) -> None:
-    """Record the chosen rule in the model directory's manifest (validated on the next load)."""
-    from attnmt.service.modeldir.manifest import MANIFEST, write_manifest
-    path = Path(model_dir) / MANIFEST
-    manifest = json.loads(path.read_text(encoding="utf-8"))
-    manifest["hard_links"] = chosen
-    write_manifest(Path(model_dir), manifest)
 
 
 def format_report(report: dict) -> str:

@@ -20,6 +20,7 @@ import torch
 import yaml
 
 from attnmt.bench.evaluate import apertium, placeholders_kept, score
+from attnmt.corpus.splits import corpus_files, read_parallel
 from attnmt.model.architectures.rnnsearch import count_parameters
 from attnmt.model.batching import inference_batches, make_batch
 from attnmt.model.export.rnnsearch import placeholder_contract
@@ -28,7 +29,6 @@ from attnmt.model.tokenizer import EOS_ID, MODEL_FILE, Tokenizer
 from attnmt.model.train import load_model
 from attnmt.service.inference.engine import Engine
 from attnmt.service.inference.search import SearchOptions
-from attnmt.service.modeldir.corpus import corpus_files, read_parallel
 from attnmt.service.plotting import plot_alignment
 from attnmt.service.text.placeholders import Protector
 from attnmt.service.text.translator import Hypothesis, Translator, normalise

@@ -18,9 +18,9 @@ from typing import Iterator
 import numpy as np
 
 from attnmt.bench.loadtest import spread
+from attnmt.corpus.splits import read_split
 from attnmt.service.inference.engine import Engine, EngineOptions
 from attnmt.service.inference.search import SearchOptions
-from attnmt.service.modeldir.corpus import read_split
 from attnmt.service.modeldir.manifest import load_manifest
 from attnmt.service.text.translator import Translator
 

@@ -18,9 +18,9 @@ import datetime as dt
 import re
 from pathlib import Path
 
+from attnmt.corpus.splits import read_split
 from attnmt.service.inference.engine import Engine
 from attnmt.service.inference.search import SearchOptions
-from attnmt.service.modeldir.corpus import read_split
 from attnmt.service.text.glossary import Glossary, Match, load
 from attnmt.service.text.translator import Hypothesis, Translator, normalise
 

@@ -21,11 +21,11 @@ from pathlib import Path
 import numpy as np
 
 from attnmt.bench.loadtest import TimedEngine, cpu_seconds_self, describe, machine, spread
+from attnmt.corpus.splits import read_split
 from attnmt.service.inference.batch import DecodeBatch
 from attnmt.service.inference.engine import Engine, EngineOptions
 from attnmt.service.inference.offline import decode_all
 from attnmt.service.inference.search import Search, SearchOptions
-from attnmt.service.modeldir.corpus import read_split
 from attnmt.service.modeldir.manifest import load_manifest
 from attnmt.service.text.translator import Translator
 

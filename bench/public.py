@@ -30,9 +30,9 @@ import sacrebleu
 
 from attnmt.bench.evaluate import apertium
 from attnmt.bench.loadtest import describe, machine, spread
+from attnmt.corpus.splits import read_parallel
 from attnmt.service.inference.engine import Engine
 from attnmt.service.inference.search import SearchOptions
-from attnmt.service.modeldir.corpus import read_parallel
 from attnmt.service.text.translator import Translator
 
 # test-set file suffixes (ISO 639-3, as OPUS-MT-testsets names them) → the manifest's language codes

@@ -5,8 +5,9 @@ each best hypothesis against its reference with sentence chrF, and fits
 score = σ(w · standardised features + b) to chrF / 100 (fractional logistic
 regression, Newton steps, a small L2 penalty), then the `suspect_below`
 threshold that best separates the worst 10 % of dev translations (F1). The
-result goes into the model directory's manifest (`quality`), so every model
-carries weights fitted on its own held-out data; never the test split.
+result goes into the model directory's manifest (`quality`), written by
+model/export/measured.py, so every model carries weights fitted on its own
+held-out data; never the test split.
 
 `attnmt bench quality --model DIR --data DATA` measures on the test split:
 Spearman's ρ of each signal with sentence chrF, AUROC for finding the worst
@@ -19,15 +20,14 @@ Needs sacrebleu (the `train` extra); the server never imports this module.
 from __future__ import annotations
 
 import datetime as dt
-import json
 from pathlib import Path
 
 import numpy as np
 
+from attnmt.corpus.splits import read_split
+from attnmt.model.export.measured import write_quality
 from attnmt.service.inference.engine import Engine
 from attnmt.service.inference.search import SearchOptions
-from attnmt.service.modeldir.corpus import read_split
-from attnmt.service.modeldir.manifest import MANIFEST, write_manifest
 from attnmt.service.text.quality import DEFAULT_COVERAGE_THRESHOLD, FEATURES, QualityModel
 from attnmt.service.text.translator import Translator
 
@@ -187,7 +187,7 @@ def align_pairs(translator: Translator, pairs: list[tuple[str, str]]) -> tuple[l
 def fit_quality(model_dir: Path, data_dirs: Path | list[Path], split: str = "dev", beam: int = 5,
                 write: bool = True) -> dict:
     """Fit on `split` (dev, never test) of one or more data directories (a model that
-    serves two domains is fitted on both) and write the manifest's `quality` section."""
+    serves two domains is fitted on both) and, with `write`, record it as the manifest's `quality`."""
     data_dirs = [Path(data_dirs)] if isinstance(data_dirs, (str, Path)) else [Path(d) for d in data_dirs]
     engine = Engine(model_dir)
     m = engine.manifest
@@ -221,10 +221,7 @@ def fit_quality(model_dir: Path, data_dirs: Path | list[Path], split: str = "dev
                                 "in the same data directory",
             "date": dt.date.today().isoformat()}
     if write:
-        path = Path(model_dir) / MANIFEST
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-        manifest["quality"] = spec
-        write_manifest(model_dir, manifest)
+        write_quality(model_dir, spec)
     return spec
 
 

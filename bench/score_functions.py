@@ -25,9 +25,9 @@ import sacrebleu
 from attnmt.bench.evaluate import score
 from attnmt.bench.evaluate_alignment import evaluate_alignment
 from attnmt.bench.loadtest import machine, spread
+from attnmt.corpus.splits import read_split
 from attnmt.service.inference.engine import Engine, EngineOptions
 from attnmt.service.inference.search import SearchOptions
-from attnmt.service.modeldir.corpus import read_split
 from attnmt.service.modeldir.manifest import load_manifest
 from attnmt.service.text.translator import Translator
 

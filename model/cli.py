@@ -137,8 +137,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(Shift-Att), for a head trained with guided_alignment.shift_head")
     p.set_defaults(func=cmd_export)
 
-    p = sub.add_parser("upgrade-model", help="re-export a schema_version 1 model directory from its checkpoint.pt "
-                                             "as schema_version 2 (step graphs that choose tokens)")
+    p = sub.add_parser("upgrade-model", help="re-export an older model directory in the current schema from its "
+                                             "checkpoint.pt: schema_version 1 (step graphs that choose tokens), a "
+                                             "schema_version 2 Transformer (head-major caches; without checkpoint.pt, "
+                                             "from its graphs' weights)")
     p.add_argument("model_dir", type=Path, metavar="DIR")
     p.add_argument("--out", type=Path, help="write the upgraded directory here (default: upgrade DIR in place)")
     p.set_defaults(func=cmd_upgrade_model)
@@ -312,7 +314,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     import yaml
 
-    from attnmt.service.modeldir.corpus import corpus_files, read_parallel
+    from attnmt.corpus.splits import corpus_files, read_parallel
     cfg = yaml.safe_load((args.run / "config.yaml").read_text())
     architecture = cfg.get("architecture", "rnnsearch")
     if args.format == "ctranslate2":

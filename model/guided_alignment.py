@@ -26,8 +26,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from attnmt.corpus.word_links import Links, read_links
 from attnmt.model.tokenizer import Tokenizer
-from attnmt.service.modeldir.links import Links, read_links
 
 WORD_BOUNDARY = "\u2581"
 

@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 import yaml
 
+from attnmt.corpus.splits import corpus_files, read_parallel
 from attnmt.model.architectures.rnnsearch import ModelConfig, RNNsearch, count_parameters
 from attnmt.model.architectures.transformer import Transformer, TransformerConfig
 from attnmt.model.batching import bucket_batches, make_batch
@@ -48,7 +49,6 @@ from attnmt.model.guided_alignment import (
 from attnmt.model.search import translate_ids
 from attnmt.model.tokenizer import EOS_ID, MODEL_FILE, PAD_ID, Tokenizer, train_tokenizer
 from attnmt.model.transfer import WIDENABLE, transfer_state, widen_state
-from attnmt.service.modeldir.corpus import corpus_files, read_parallel
 
 # architecture -> (its model config, its network)
 ARCHITECTURES = {"rnnsearch": (ModelConfig, RNNsearch), "transformer": (TransformerConfig, Transformer)}

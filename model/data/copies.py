@@ -72,7 +72,7 @@ def copy_variants(pairs: list[tuple[str, str]], share: float, seed: int = 2026,
 def write_copies(out_dir: Path, data_dir: Path, share: float, seed: int = 2026) -> dict[str, int]:
     """`attnmt data copies`: OUT/train.{es,en} the copy variants of DATA's train split (no dev:
     `attnmt data mix` takes dev from the corpora themselves)."""
-    from attnmt.service.modeldir.corpus import corpus_files, read_parallel
+    from attnmt.corpus.splits import corpus_files, read_parallel
     pairs = list(read_parallel(*corpus_files(data_dir, "train", "es", "en")))
     pool = foreign_pool(pairs)
     variants = copy_variants(pairs, share, seed, pool)

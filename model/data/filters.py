@@ -74,7 +74,7 @@ def held_out_keys(data_dirs: Iterable[Path]) -> set[str]:
     """Leak keys of every sentence, either side, of the dev and test splits found in
     each directory (`{split}.tsv` or `{split}.es` + `{split}.en`). A directory with
     neither split is an error: a held-out set that silently vanished would leak."""
-    from attnmt.service.modeldir.corpus import corpus_files, read_parallel
+    from attnmt.corpus.splits import corpus_files, read_parallel
     keys: set[str] = set()
     for data_dir in data_dirs:
         found = 0

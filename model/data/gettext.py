@@ -265,9 +265,9 @@ def mix(out_dir: Path, corpora: list[tuple[Path, int] | tuple[Path, int, bool]],
     (`<bt> ` of back-translation): the same synthetic pairs, looking like real input. It lends
     no dev pairs (its tagged self does, if mixed too).
     """
+    from attnmt.corpus.splits import corpus_files, read_parallel
     from attnmt.model.data import decontaminate
     from attnmt.model.data.filters import describe
-    from attnmt.service.modeldir.corpus import corpus_files, read_parallel
     held = decontaminate.load(exclude)
     for data_dir, *_ in corpora:
         decontaminate.add_path(held, Path(data_dir))        # its dev and test splits

@@ -36,9 +36,10 @@ import unicodedata
 from importlib import metadata
 from pathlib import Path
 
+from attnmt.corpus.splits import corpus_files, read_parallel
+from attnmt.corpus.word_links import Links, read_gold, read_links
 from attnmt.model.data.placeholders import PLACEHOLDER
-from attnmt.service.modeldir.corpus import corpus_files, read_parallel
-from attnmt.service.modeldir.links import Links, format_pharaoh, grow_diag, read_gold, read_links
+from attnmt.service.modeldir.links import format_pharaoh, grow_diag
 
 # eflomal.Aligner's defaults, written down so the card states them.
 SETTINGS = {

@@ -22,7 +22,6 @@ graph agrees with the direct one, and greedy translations are identical.
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 import warnings
@@ -60,11 +59,9 @@ from attnmt.service.modeldir.manifest import (
     ENCODER_INPUTS,
     ENCODER_OUTPUTS,
     GRAPHS,
-    MANIFEST,
     SHARED_DECODER_INPUTS,
     SHORTLIST_GRAPHS,
     file_entries,
-    write_manifest,
 )
 from attnmt.service.modeldir.vocabulary import no_specials_bias
 
@@ -301,13 +298,3 @@ def export(checkpoint: Path, tokenizer: Path, out_dir: Path, name: str, source_l
         return check_and_publish(tmp, out_dir, manifest,
                                  lambda: check_parity(model, onnx_sessions(tmp), sources, tolerance))
 
-
-def update_manifest(model_dir: Path, **sections) -> None:
-    """Merge sections (evaluation, quantization) into an exported manifest."""
-    manifest = json.loads((model_dir / MANIFEST).read_text())
-    for key, value in sections.items():
-        if isinstance(value, dict) and isinstance(manifest.get(key), dict):
-            manifest[key].update(value)
-        else:
-            manifest[key] = value
-    write_manifest(model_dir, manifest)

@@ -146,8 +146,8 @@ def export_graphs(model: RNNsearch, out_dir: Path, files: dict[str, str], opset:
 def from_corpus(tokenizer: Path, data_dir: Path, src_lang: str, tgt_lang: str, frequent: int = FREQUENT,
                 per_source: int = PER_SOURCE) -> tuple[np.ndarray, np.ndarray]:
     """Build the shortlist from a data directory's training split."""
+    from attnmt.corpus.splits import corpus_files, read_parallel
     from attnmt.model.tokenizer import Tokenizer
-    from attnmt.service.modeldir.corpus import corpus_files, read_parallel
     from attnmt.service.modeldir.vocabulary import never_generated
 
     tok = Tokenizer(tokenizer)

@@ -1,1 +1,1 @@
-"""The model-directory contract that model/ writes and service/ reads: the manifest, the tokenizer, corpus reading."""
+"""The model-directory contract that model/ writes and service/ reads: the manifest, the tokenizer, word links."""

@@ -1,12 +1,11 @@
-"""Word links, a shared file format and the rules that make them, used by both worlds:
-model/ writes statistical links as training data (`attnmt data links`), the server
-makes its hard links from α with them, and bench/ scores every rule against the gold
-set. numpy and the standard library only.
+"""Word links and the rules that make them, read by the server and written in its
+answers: the server makes its hard links from α with them (the manifest's `hard_links`
+names one), model/ symmetrises a statistical aligner's two directions with grow_diag
+(`attnmt data links`), and bench/ scores every rule against the gold set. Reading link
+files and the gold set is attnmt.corpus.word_links. numpy and the standard library only.
 
-A link is (i, j): i a source word, j a target word, 0-based, as Pharaoh's `i-j` (the
-format of fast_align, eflomal and Marian; `</s>` is never a word). Gold files mark
-Sure links `i-j` and Possible-only links `ipj`; Sure ⊆ Possible. The gold set is one
-TSV per split (tests/data/gold-alignments/): id, domain, source, target, links.
+A link is (i, j): i a source word, j a target word, 0-based, written as Pharaoh's `i-j`
+(the format of fast_align, eflomal and Marian; `</s>` is never a word).
 
 Rules from a soft alignment α (target words x source words): each target word's
 argmax (what the server returns by default), each source word's, every cell over a
@@ -20,8 +19,6 @@ points whose source or (final-and) source and target words are still unaligned.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -34,66 +31,13 @@ RULES = ("target-argmax", "source-argmax", "intersection", "union",
 # What a server may make its hard links with: a rule, or every cell over a threshold.
 LINK_RULES = (*RULES, "threshold")
 DEFAULT_RULE = "target-argmax"
-GOLD_HEADER = ["id", "domain", "source", "target", "links"]
 
 
 # --- Pharaoh ------------------------------------------------------------------
 
-def parse_pharaoh(text: str) -> tuple[Links, Links]:
-    """`0-0 1p2 ...` -> (sure, possible), possible ⊇ sure. A file of predicted links
-    has only `i-j`, so both sets are the same."""
-    sure: Links = set()
-    possible: Links = set()
-    for item in text.split():
-        sep = "p" if "p" in item else "-"
-        i, j = item.split(sep)
-        link = (int(i), int(j))
-        possible.add(link)
-        if sep == "-":
-            sure.add(link)
-    return sure, possible
-
-
 def format_pharaoh(links: Iterable[tuple[int, int]]) -> str:
     """`i-j` items in (source, target) order."""
     return " ".join(f"{i}-{j}" for i, j in sorted(links))
-
-
-def read_links(path) -> list[Links]:
-    """One Pharaoh line per sentence pair (Possible marks, if any, read as links)."""
-    with open(path, encoding="utf-8") as f:
-        return [parse_pharaoh(line)[1] for line in f]
-
-
-# --- the gold set -------------------------------------------------------------
-
-@dataclass
-class GoldPair:
-    id: str
-    domain: str
-    source: str
-    target: str
-    sure: Links
-    possible: Links
-    annotated: bool                 # an empty links field is a pair not yet aligned by hand: not scored
-
-
-def read_gold(path: Path) -> list[GoldPair]:
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
-    if lines[0].split("\t") != GOLD_HEADER:
-        raise ValueError(f"{path}: the header must be {' '.join(GOLD_HEADER)} (tab-separated)")
-    pairs = []
-    for n, line in enumerate(lines[1:], 2):
-        fields = line.split("\t")
-        if len(fields) != 5:
-            raise ValueError(f"{path}:{n}: expected 5 tab-separated fields, got {len(fields)}")
-        sure, possible = parse_pharaoh(fields[4])
-        pair = GoldPair(fields[0], fields[1], fields[2], fields[3], sure, possible, bool(fields[4].strip()))
-        src, tgt = len(pair.source.split()), len(pair.target.split())
-        if any(not (0 <= i < src and 0 <= j < tgt) for i, j in possible):
-            raise ValueError(f"{path}:{n} ({pair.id}): a link is outside {src} source x {tgt} target words")
-        pairs.append(pair)
-    return pairs
 
 
 # --- links from a soft alignment ----------------------------------------------
@@ -113,14 +57,6 @@ def threshold_links(alpha: np.ndarray, threshold: float) -> Links:
     """Every cell with α >= threshold (as the server's `alignment_threshold`)."""
     rows, cols = np.nonzero(alpha >= threshold)                                 # target, source
     return {(int(i), int(j)) for j, i in zip(rows, cols)}
-
-
-def diagonal(source_words: int, target_words: int) -> Links:
-    """No model at all: target word j links to the source word at the same relative
-    position (a floor for every rule)."""
-    if not source_words:
-        return set()
-    return {(min(source_words - 1, int(j * source_words / target_words)), j) for j in range(target_words)}
 
 
 # --- symmetrisation -----------------------------------------------------------

@@ -8,9 +8,15 @@ or inside a function), so that they stay true:
   the core they call (every other module: core.py's API, scheduling, the worker, the cache...);
 - neither transport imports the other, and the core imports no transport library (grpc,
   starlette, uvicorn): a transport reaches the core only through its plain API;
-- service/ never imports model/, bench/ or torch;
+- service/ never imports model/, bench/, corpus/ or torch;
 - model/ imports from service/ only the model-directory contract (service.modeldir) and
-  the domain exceptions (service.errors);
+  the domain exceptions (service.errors), and never bench/: building never needs bench/
+  (model/export/measured.py records what bench/ measures in a model directory);
+- bench/ imports from service/ only what a measurer needs (BENCH_MAY_USE): the contract, the
+  engine and text layer it runs, the client and stubs it calls a server with, the settings it
+  measures against; never the server's core or transports; and it never writes a manifest:
+  measuring never writes a model;
+- corpus/ (reading corpora, shared by model/ and bench/) imports nothing of the worlds;
 - nothing but bench/ itself (and the tests) imports bench/.
 """
 
@@ -32,6 +38,11 @@ FRONT = {"cli", "serve", "client", "plotting"}
 GRPC = {"app", "servicer", "streaming", "wire", "status", "interceptors", "reflection"}
 TRANSPORT_LIBRARIES = ("grpc", "grpc_health", "grpc_reflection", "grpc_status", "starlette", "uvicorn")
 MODEL_MAY_USE = {"attnmt.service.modeldir", "attnmt.service.errors"}
+# What a measurer needs of service/: the contract, the engine it times and the text layer users
+# get, the client and stubs it calls a running server with, α as a picture, and the settings
+# whose defaults it measures against (server.settings is configuration, not the core's machinery).
+BENCH_MAY_USE = MODEL_MAY_USE | {"attnmt.service.inference", "attnmt.service.text", "attnmt.service.client",
+                                 "attnmt.service.stubs", "attnmt.service.plotting", "attnmt.service.server.settings"}
 
 
 def dotted(path: Path) -> str:
@@ -57,6 +68,10 @@ def imports(path: Path, text: str | None = None) -> set[str]:
     return found
 
 
+def within(module: str, packages: set[str]) -> bool:
+    return any(module == package or module.startswith(package + ".") for package in packages)
+
+
 def sources(world: str) -> list[Path]:
     return sorted(p for p in (REPO / world).rglob("*.py") if "stubs" not in p.parts)
 
@@ -80,7 +95,7 @@ def violations(path: Path, text: str | None = None) -> list[str]:
         root = module.split(".")[0]
         if root == "torch":
             found.append(f"{module}: service/ never imports torch")
-        if module.startswith(("attnmt.model", "attnmt.bench")):
+        if module.startswith(("attnmt.model", "attnmt.bench", "attnmt.corpus")):
             found.append(f"{module}: service/ never imports it")
         if own in LAYERS[:LAYERS.index("grpc")] and root in TRANSPORT_LIBRARIES:
             found.append(f"{module}: a transport's library, and this module is in layer {own}, below the transports")
@@ -91,8 +106,38 @@ def violations(path: Path, text: str | None = None) -> list[str]:
     return found
 
 
+def model_violations(path: Path, text: str | None = None) -> list[str]:
+    """What a module of model/ imports against its rules."""
+    found = []
+    for module in sorted(imports(path, text)):
+        if module.startswith("attnmt.bench"):
+            found.append(f"{module}: model/ never imports bench/ (building never needs bench/)")
+        if module.startswith("attnmt.service.") and not within(module, MODEL_MAY_USE):
+            found.append(f"{module}: model/ uses only {sorted(MODEL_MAY_USE)} of service/")
+    return found
+
+
+def bench_violations(path: Path, text: str | None = None) -> list[str]:
+    """What a module of bench/ imports against its rules."""
+    found = []
+    for module in sorted(imports(path, text)):
+        if module.startswith("attnmt.service.") and not within(module, BENCH_MAY_USE):
+            found.append(f"{module}: bench/ uses only {sorted(BENCH_MAY_USE)} of service/")
+        if module.endswith(".write_manifest"):
+            found.append(f"{module}: measuring never writes a model (model/export/measured.py records figures)")
+    return found
+
+
+def corpus_violations(path: Path, text: str | None = None) -> list[str]:
+    """What a module of corpus/ imports of the worlds: nothing."""
+    return [f"{module}: corpus/ imports nothing of service/, model/ or bench/"
+            for module in sorted(imports(path, text))
+            if module.startswith("attnmt.") and not within(module, {"attnmt.corpus"})]
+
+
 def test_every_source_file_is_found():
     assert len(sources("service")) > 40 and len(sources("model")) > 25 and len(sources("bench")) > 10
+    assert len(sources("corpus")) >= 3
     assert {p.stem for p in (REPO / "service" / "server").glob("*.py")} >= GRPC | {"core"}
 
 
@@ -102,12 +147,18 @@ def test_service_imports_only_downward_and_nothing_of_the_other_worlds(path):
 
 
 @pytest.mark.parametrize("path", sources("model"), ids=lambda p: str(p.relative_to(REPO)))
-def test_model_uses_only_the_contract_of_service(path):
-    for module in imports(path):
-        assert not module.startswith("attnmt.bench"), f"{module}: model/ never imports bench/"
-        if module.startswith("attnmt.service") and module != "attnmt.service":
-            assert any(module == allowed or module.startswith(allowed + ".") for allowed in MODEL_MAY_USE), \
-                f"{module}: model/ uses only {sorted(MODEL_MAY_USE)} of service/"
+def test_model_uses_only_the_contract_of_service_and_never_bench(path):
+    assert model_violations(path) == []
+
+
+@pytest.mark.parametrize("path", sources("bench"), ids=lambda p: str(p.relative_to(REPO)))
+def test_bench_uses_only_what_a_measurer_needs_of_service_and_writes_no_model(path):
+    assert bench_violations(path) == []
+
+
+@pytest.mark.parametrize("path", sources("corpus"), ids=lambda p: str(p.relative_to(REPO)))
+def test_corpus_imports_nothing_of_the_worlds(path):
+    assert corpus_violations(path) == []
 
 
 def test_the_import_reader_sees_relative_and_nested_imports():
@@ -130,3 +181,34 @@ def test_the_layering_fails_on_a_violation(module, text, what):
     """The core sits below both transports, and neither transport reaches into the other."""
     found = violations(REPO / "service" / module, text)
     assert found and all(what in problem for problem in found)
+
+
+@pytest.mark.parametrize("rules, module, text, what", [
+    (violations, "service/modeldir/manifest.py", "from attnmt.corpus.splits import read_split\n", "never imports it"),
+    (model_violations, "model/export/probe.py", "from attnmt.bench.quality_fit import fit_quality\n",
+     "building never needs bench/"),
+    (model_violations, "model/export/probe.py", "from attnmt.service.text.translator import Translator\n",
+     "model/ uses only"),
+    (bench_violations, "bench/probe.py", "from attnmt.service.server.scheduler import Scheduler\n", "bench/ uses only"),
+    (bench_violations, "bench/probe.py", "from attnmt.service.http.front import HttpFront\n", "bench/ uses only"),
+    (bench_violations, "bench/probe.py", "from attnmt.service.cli import main\n", "bench/ uses only"),
+    (bench_violations, "bench/probe.py", "def f():\n    from attnmt.service.modeldir.manifest import write_manifest\n",
+     "measuring never writes a model"),
+    (corpus_violations, "corpus/probe.py", "from attnmt.service.modeldir.links import format_pharaoh\n",
+     "imports nothing"),
+    (corpus_violations, "corpus/probe.py", "from ..model import train\n", "imports nothing"),
+])
+def test_the_rules_between_the_worlds_fail_on_a_violation(rules, module, text, what):
+    found = rules(REPO / module, text)
+    assert found and all(what in problem for problem in found)
+
+
+@pytest.mark.parametrize("rules, module, text", [
+    (model_violations, "model/data/probe.py", "from attnmt.corpus.word_links import read_gold\n"),
+    (model_violations, "model/export/probe.py", "from attnmt.service.modeldir.manifest import write_manifest\n"),
+    (bench_violations, "bench/probe.py", "from attnmt.model.export.measured import write_quality\n"),
+    (bench_violations, "bench/probe.py", "from attnmt.service.server.settings import Settings\n"),
+])
+def test_the_rules_between_the_worlds_allow_what_each_needs(rules, module, text):
+    """Training and measurement read corpora; model/export writes manifests, and bench/ hands it figures."""
+    assert rules(REPO / module, text) == []

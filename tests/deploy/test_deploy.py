@@ -141,9 +141,9 @@ def test_dockerfile_copies_only_what_serving_needs():
     copies = re.findall(r"^COPY\s+(?!--from)(.+)$", text, re.MULTILINE)
     sources = {src for line in copies for src in line.split()[:-1]}
     assert sources == {"deploy/requirements/", "pyproject.toml", "README.md", "service/", "model/", "bench/",
-                       "models/rnnsearch-es-en/", "models/transformer-es-en/"}
-    # setuptools installs the packages pyproject.toml lists; the image then removes these two
-    assert 'rm -r "$package/model" "$package/bench"' in text
+                       "corpus/", "models/rnnsearch-es-en/", "models/transformer-es-en/"}
+    # setuptools installs the packages pyproject.toml lists; the image then removes all but service/
+    assert 'rm -r "$package/model" "$package/bench" "$package/corpus"' in text
     for model in MODEL_DIRS:
         assert f"COPY {model.removeprefix('/')}/ {model}/" in text
     assert f"ATTNMT_MODELS={','.join(MODEL_DIRS)}" in text

@@ -1,11 +1,11 @@
-"""AER, precision, recall and bootstrap intervals on hand-made cases (attnmt.bench.aer);
-the rules that make the links are tested in tests/unit/modeldir/test_links.py."""
+"""AER, precision, recall, bootstrap intervals and the diagonal floor on hand-made cases
+(attnmt.bench.aer); the rules that make the links are tested in tests/unit/modeldir/test_links.py."""
 
 import numpy as np
 import pytest
 
-from attnmt.bench.aer import aer_ratio, pair_counts, score_with_intervals, scores
-from attnmt.service.modeldir.links import parse_pharaoh
+from attnmt.bench.aer import aer_ratio, diagonal, pair_counts, score_with_intervals, scores
+from attnmt.corpus.word_links import parse_pharaoh
 
 
 def score(pairs):
@@ -61,3 +61,9 @@ def test_aer_ratio_is_paired():
     assert ratio["value"] == pytest.approx(float(scores(worse)["aer"] / scores(reference)["aer"]))
     assert 1 < ratio["low"] <= ratio["value"] <= ratio["high"]
     assert aer_ratio(reference, reference, samples=50) == {"value": 1.0, "low": 1.0, "high": 1.0}
+
+
+def test_diagonal():
+    assert diagonal(4, 2) == {(0, 0), (2, 1)}
+    assert diagonal(2, 4) == {(0, 0), (0, 1), (1, 2), (1, 3)}
+    assert diagonal(0, 3) == set()

@@ -12,9 +12,9 @@ import numpy as np
 
 from attnmt.bench.alignment_heads import DEFAULT_RULE, evaluate_heads, format_heads, head_links, teacher_forced_alphas
 from attnmt.bench.evaluate_alignment import SERVED_DEFAULT, model_links
+from attnmt.corpus.word_links import read_gold
 from attnmt.model.tokenizer import MODEL_FILE, Tokenizer
 from attnmt.model.train import load_model
-from attnmt.service.modeldir.links import read_gold
 from conftest import REPO, synthetic_corpus
 
 

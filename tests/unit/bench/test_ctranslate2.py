@@ -13,11 +13,11 @@ import pytest
 import yaml
 
 from attnmt.bench.ctranslate2 import PARTS, _options, agreement, bench_ctranslate2, format_ctranslate2, profile
+from attnmt.corpus.splits import read_split
 from attnmt.service.cli import main
 from attnmt.service.inference.batch import DecodeBatch
 from attnmt.service.inference.engine import Engine, EngineOptions
 from attnmt.service.inference.slots import Memory, RowMemory, Rows
-from attnmt.service.modeldir.corpus import read_split
 from attnmt.service.text.translator import Translator
 
 pytest.importorskip("ctranslate2")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from attnmt.bench.evaluate_alignment import SERVED_DEFAULT, SERVED_MANIFEST, word_map
-from attnmt.service.modeldir.links import parse_pharaoh, read_gold
+from attnmt.corpus.word_links import parse_pharaoh, read_gold
 from conftest import REPO, RunningServer, synthetic_corpus
 
 BUNDLED = REPO / "models" / "rnnsearch-es-en"

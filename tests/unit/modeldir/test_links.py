@@ -1,60 +1,19 @@
-"""Word links on hand-made cases (attnmt.service.modeldir.links): the Pharaoh format,
-the gold set's TSV, and the rules that make links from α or two directional alignments."""
+"""Word links on hand-made cases (attnmt.service.modeldir.links): the rules that make links
+from α or two directional alignments. Reading Pharaoh files and the gold set:
+tests/unit/corpus/test_word_links.py."""
 
 import numpy as np
 import pytest
 
 from attnmt.service.modeldir.links import (
-    diagonal,
-    format_pharaoh,
     grow_diag,
     links_from_alpha,
-    parse_pharaoh,
-    read_gold,
-    read_links,
     rules_from_alpha,
     source_argmax,
     symmetrise,
     target_argmax,
     threshold_links,
 )
-
-GOLD_HEADER = "id\tdomain\tsource\ttarget\tlinks\n"
-
-
-def test_pharaoh_sure_and_possible():
-    sure, possible = parse_pharaoh("0-0 1p2 2-1\n")
-    assert sure == {(0, 0), (2, 1)}
-    assert possible == {(0, 0), (1, 2), (2, 1)}                # Sure ⊆ Possible
-    assert parse_pharaoh("") == (set(), set())
-    assert format_pharaoh({(2, 1), (0, 0), (1, 2)}) == "0-0 1-2 2-1"
-    assert format_pharaoh([]) == ""
-
-
-def test_a_links_file_has_one_line_per_pair(tmp_path):
-    path = tmp_path / "test.links"
-    path.write_text("0-0 1-1\n\n2p0 0-1\n", encoding="utf-8")
-    assert read_links(path) == [{(0, 0), (1, 1)}, set(), {(2, 0), (0, 1)}]     # Possible marks read as links
-    assert [format_pharaoh(links) for links in read_links(path)] == ["0-0 1-1", "", "0-1 2-0"]
-
-
-def test_read_gold(tmp_path):
-    (tmp_path / "dev.tsv").write_text(GOLD_HEADER + "x\tbible\tuna casa\ta house\t0-0 1-1 0p1\n"
-                                      "y\tsoftware\tGuardar como\tSave as\t\n", encoding="utf-8")
-    done, todo = read_gold(tmp_path / "dev.tsv")
-    assert (done.id, done.domain, done.source, done.target) == ("x", "bible", "una casa", "a house")
-    assert done.sure == {(0, 0), (1, 1)} and done.possible == {(0, 0), (1, 1), (0, 1)} and done.annotated
-    assert not todo.annotated and todo.possible == set()       # not aligned by hand yet
-
-
-def test_read_gold_refuses_links_outside_the_sentence(tmp_path):
-    (tmp_path / "dev.tsv").write_text(GOLD_HEADER + "x\tbible\tuna casa\ta house\t0-0 1-2\n", encoding="utf-8")
-    with pytest.raises(ValueError, match="outside 2 source x 2 target words"):
-        read_gold(tmp_path / "dev.tsv")
-    (tmp_path / "dev.tsv").write_text("id\tsource\ttarget\n", encoding="utf-8")
-    with pytest.raises(ValueError, match="header"):
-        read_gold(tmp_path / "dev.tsv")
-
 
 # α: target words (rows) x source words (columns); links are (source, target)
 ALPHA = np.array([
@@ -112,12 +71,6 @@ def test_grow_diag_only_grows_into_the_union_and_unaligned_words():
     forward = {(0, 0), (1, 1), (2, 2), (3, 3)}
     backward = {(0, 0)}
     assert grow_diag(forward, backward) == forward
-
-
-def test_diagonal():
-    assert diagonal(4, 2) == {(0, 0), (2, 1)}
-    assert diagonal(2, 4) == {(0, 0), (0, 1), (1, 2), (1, 3)}
-    assert diagonal(0, 3) == set()
 
 
 def test_links_from_alpha_applies_each_rule_the_server_may_serve():

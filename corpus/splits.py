@@ -1,6 +1,6 @@
-"""Reading a split of a parallel corpus directory, the one rule both worlds use (training,
-export's parity sentences, evaluation and every measurement), in the layouts `attnmt data`
-writes: `{split}.tsv` (source<TAB>target) or `{split}.{src_lang}` beside `{split}.{tgt_lang}`."""
+"""Reading a split of a parallel corpus directory, the one rule training, export's parity
+sentences, evaluation and every measurement use, in the layouts `attnmt data` writes:
+`{split}.tsv` (source<TAB>target) or `{split}.{src_lang}` beside `{split}.{tgt_lang}`."""
 
 from __future__ import annotations
 

@@ -1,38 +1,38 @@
-"""Reading a corpus split: the one rule (service/modeldir/corpus.py) both worlds use."""
+"""Reading a corpus split: the one rule (corpus/splits.py) training and measurement use."""
 
 from __future__ import annotations
 
 import pytest
 
-from attnmt.service.modeldir import corpus
+from attnmt.corpus import splits
 
 
 def test_readers_accept_tsv_and_two_files(tmp_path):
     (tmp_path / "train.tsv").write_text("hola\thello\nadiós\tbye\n")
-    assert list(corpus.read_parallel(tmp_path / "train.tsv")) == [("hola", "hello"), ("adiós", "bye")]
+    assert list(splits.read_parallel(tmp_path / "train.tsv")) == [("hola", "hello"), ("adiós", "bye")]
     (tmp_path / "dev.es").write_text("uno\ndos\n")
     (tmp_path / "dev.en").write_text("one\ntwo\n")
-    src, tgt = corpus.corpus_files(tmp_path, "dev", "es", "en")
-    assert list(corpus.read_parallel(src, tgt)) == [("uno", "one"), ("dos", "two")]
+    src, tgt = splits.corpus_files(tmp_path, "dev", "es", "en")
+    assert list(splits.read_parallel(src, tgt)) == [("uno", "one"), ("dos", "two")]
 
 
 def test_readers_reject_malformed_input(tmp_path):
     (tmp_path / "bad.tsv").write_text("only one column\n")
     with pytest.raises(ValueError, match="bad.tsv:1"):
-        list(corpus.read_parallel(tmp_path / "bad.tsv"))
+        list(splits.read_parallel(tmp_path / "bad.tsv"))
     (tmp_path / "a.es").write_text("uno\ndos\n")
     (tmp_path / "a.en").write_text("one\n")
     with pytest.raises(ValueError, match="different numbers of lines"):
-        list(corpus.read_parallel(tmp_path / "a.es", tmp_path / "a.en"))
+        list(splits.read_parallel(tmp_path / "a.es", tmp_path / "a.en"))
     with pytest.raises(FileNotFoundError, match="test.tsv"):
-        corpus.corpus_files(tmp_path, "test", "es", "en")
+        splits.corpus_files(tmp_path, "test", "es", "en")
 
 
 def test_read_split_finds_either_layout(tmp_path):
     (tmp_path / "test.tsv").write_text("hola\thello\n")
-    assert corpus.read_split(tmp_path, "test", "es", "en") == [("hola", "hello")]
+    assert splits.read_split(tmp_path, "test", "es", "en") == [("hola", "hello")]
     (tmp_path / "dev.es").write_text("uno\n")
     (tmp_path / "dev.en").write_text("one\n")
-    assert corpus.read_split(tmp_path, "dev", "es", "en") == [("uno", "one")]
+    assert splits.read_split(tmp_path, "dev", "es", "en") == [("uno", "one")]
     with pytest.raises(FileNotFoundError, match="no train data"):
-        corpus.read_split(tmp_path, "train", "es", "en")
+        splits.read_split(tmp_path, "train", "es", "en")
