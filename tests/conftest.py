@@ -127,6 +127,26 @@ def listed_model(tiny_run, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def paired_models(tiny_model, tmp_path_factory) -> list[Path]:
+    """Three directions from one network: the tiny model relabelled `tiny-es-en` (es->en, to serve
+    first, as the default) and `tiny-en-es` (en->es), then `tiny` itself (xx->en). Their
+    translations are alike; what answered is told by the reply's model and pair."""
+    import json
+    import shutil
+
+    from attnmt.service.modeldir.manifest import write_manifest
+    root = tmp_path_factory.mktemp("pairs")
+    models = []
+    for name, source, target in (("tiny-es-en", "es", "en"), ("tiny-en-es", "en", "es")):
+        out = root / name
+        shutil.copytree(tiny_model, out)
+        manifest = json.loads((out / "manifest.json").read_text())     # its checksums do not cover itself
+        write_manifest(out, {**manifest, "name": name, "source_language": source, "target_language": target})
+        models.append(out)
+    return models + [tiny_model]
+
+
+@pytest.fixture(scope="session")
 def engine(tiny_model):
     from attnmt.service.inference.engine import Engine, EngineOptions
     return Engine(tiny_model, EngineOptions(intra_op_threads=1))

@@ -18,10 +18,10 @@ from starlette.routing import Route
 from attnmt.service.http import body
 from attnmt.service.http.caller import timeout_of
 from attnmt.service.http.errors import CallEnded, JSONResponse, invalid
+from attnmt.service.server.routing import AUTO
 from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.text import language
 
-AUTO = "auto"
 SHORT_TEXT = 40     # characters below which LibreTranslate detects on all texts together
 
 
@@ -85,24 +85,6 @@ async def read_fields(request: Request, front) -> Fields:
     return Fields(values, False)
 
 
-class LanguagePairs:
-    """Which served model translates which pair (the default model first for its pair)."""
-
-    def __init__(self, models: dict, default: str):
-        self.model_of: dict[tuple[str, str], str] = {}
-        for name in [default] + [n for n in models if n != default]:
-            manifest = models[name].translator.engine.manifest
-            self.model_of.setdefault((manifest.source_language, manifest.target_language), name)
-        self.sources = sorted({s for s, _ in self.model_of})
-        self.codes = sorted({code for pair in self.model_of for code in pair})
-
-    def name(self, code: str) -> str:
-        return language.LANGUAGES.get(code, code)
-
-    def targets(self, code: str) -> list[str]:
-        return sorted(t for s, t in self.model_of if s == code)
-
-
 def detections(text: str) -> list[dict]:
     """LibreTranslate's detection list: confidences in percent, best first."""
     found = language.detect(text)
@@ -133,7 +115,7 @@ def alternatives_of(entry: pb.Translation, wanted: int) -> list[str]:
 def routes(front) -> list[Route]:
     settings = front.settings
     core = front.core
-    pairs = LanguagePairs(core.models, core.default)
+    pairs = core.pairs          # the core's table (service/server/routing.py): the native API routes by it too
 
     async def translate(request: Request) -> Response:
         # a CallEnded raised here is answered by service/http/errors.py, in LibreTranslate's shape
@@ -213,8 +195,7 @@ def routes(front) -> list[Route]:
                              for code in pairs.codes])
 
     async def frontend_settings(request: Request) -> Response:
-        source = pairs.sources[0]
-        target = pairs.targets(source)[0]
+        source, target = pairs.default_pair        # the default model's, whatever the others' codes
         keys = front.api_keys is not None
         return JSONResponse({
             "charLimit": settings.max_document_chars, "frontendTimeout": 500, "apiKeys": keys, "keyRequired": keys,

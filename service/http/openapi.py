@@ -224,8 +224,9 @@ HAND_WRITTEN_SCHEMAS = {
 }
 
 _ERRORS = {   # HTTP status -> (gRPC code, what it means on the native routes, on LibreTranslate's)
-    "400": ("INVALID_ARGUMENT", "The request breaks a rule or a limit (ModelInfo.limits), its body or a header "
-            "does not parse, or a field has the wrong type.",
+    "400": ("INVALID_ARGUMENT", "The request breaks a rule or a limit (ModelInfo.limits), asks for a language "
+            "pair no served model translates (or not its `model`'s), its body or a header does not parse, or a "
+            "field has the wrong type.",
             "Invalid request: a missing or unsupported field, a field of the wrong type, a body that does not parse, "
             "a limit, a pair not served."),
     "403": ("PERMISSION_DENIED", "API keys are configured and the key is missing or unknown.",

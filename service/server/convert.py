@@ -12,6 +12,7 @@ from attnmt.service.inference.search import SearchOptions
 from attnmt.service.modeldir.links import DEFAULT_RULE
 from attnmt.service.modeldir.links import format_pharaoh as pharaoh
 from attnmt.service.modeldir.manifest import Manifest
+from attnmt.service.server.routing import Route
 from attnmt.service.server.settings import Settings
 from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.text.documents import Document, SentenceResult
@@ -155,6 +156,15 @@ def text_format(value: int) -> int:
     if value not in (pb.TEXT_FORMAT_UNSPECIFIED, pb.TEXT_FORMAT_PLAIN, pb.TEXT_FORMAT_HTML):
         raise InvalidInput(f"format: unknown TextFormat {value}")
     return value
+
+
+def route_fields(route: Route) -> dict:
+    """The answer's fields for the route a request took: its pair, and what `auto` detected."""
+    fields = {"source_language": route.source, "target_language": route.target}
+    if route.detected is not None:
+        fields["detected_language"] = pb.DetectedLanguage(language=route.detected.language,
+                                                          confidence=route.detected.confidence)
+    return fields
 
 
 def model_info_pb(translator, settings: Settings, is_default: bool) -> pb.ModelInfo:

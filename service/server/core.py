@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Callable, TypeVar
 
@@ -32,6 +33,7 @@ from attnmt.service.server import convert
 from attnmt.service.server.admission import BULK, INTERACTIVE
 from attnmt.service.server.cache import TranslationCache
 from attnmt.service.server.metrics import CALL_PROTOCOL, Metrics
+from attnmt.service.server.routing import LanguagePairs, Route
 from attnmt.service.server.scheduler import Job, Scheduler
 from attnmt.service.server.settings import Settings
 from attnmt.service.stubs import translator_pb2 as pb
@@ -70,19 +72,21 @@ class Core:
         self.metrics = metrics
         self.draining = False          # set by the drain: new work is refused UNAVAILABLE
         self.glossaries = load_glossaries(settings.glossaries)     # named glossaries (glossary_name)
+        self.pairs = LanguagePairs.of(models, default)             # which model translates which pair
 
     # --- the API ---------------------------------------------------------
 
-    def resolve(self, model: str, sentences: int = 1) -> ServedModel:
-        """The served model that answers a request naming `model` ("": the default); the one
-        place a request is matched to a model. `sentences`: what a refusal counts."""
+    def resolve(self, model: str, sentences: int = 1, source: str = "", target: str = "",
+                texts: Sequence[str] = ()) -> tuple[ServedModel, Route]:
+        """The served model that answers a request naming `model` ("": none) and the language
+        pair `source` -> `target` ("": not given; source "auto": detected from `texts`), and
+        the route taken (routing.py has the rule); the one place a request is matched to a
+        model. `sentences`: what a refusal counts."""
         if self.draining:
             self.metrics.rejected.labels("draining", CALL_PROTOCOL.get()).inc(sentences)
             raise Unavailable("server is shutting down; retry on another replica")
-        served = self.models.get(model or self.default)
-        if served is None:
-            raise ModelNotFound(f"model {model!r} is not served here; served: {', '.join(sorted(self.models))}")
-        return served
+        route = self.pairs.route(model, source, target, texts)
+        return self.models[route.model], route
 
     async def translate(self, request: pb.TranslateRequest, *, deadline: float | None, client: str,
                         priority: int = INTERACTIVE) -> pb.TranslateResponse:
@@ -93,9 +97,9 @@ class Core:
             raise
 
     async def translate_item(self, item: pb.StreamRequest, first: pb.StreamRequest, *, deadline: float | None,
-                             client: str, priority: int = BULK) -> pb.Translation:
-        """One item of a stream of sentences; an item without model or options takes the
-        stream's first item's."""
+                             client: str, priority: int = BULK) -> pb.StreamResponse:
+        """One item of a stream of sentences, answered: an item without options takes the
+        stream's first item's, and one naming neither model nor language pair the first's."""
         try:
             return await self._translate_item(item, first, self._capped(deadline), client, priority)
         except AttnmtError as e:
@@ -130,7 +134,8 @@ class Core:
 
     async def _translate(self, request: pb.TranslateRequest, deadline: float | None, client: str,
                          priority: int) -> pb.TranslateResponse:
-        served = self.resolve(request.model, len(request.sentences))
+        served, route = self.resolve(request.model, len(request.sentences), request.source_language,
+                                     request.target_language, request.sentences)
         n = len(request.sentences)
         if n == 0:
             raise InvalidInput("sentences is empty: send at least one sentence")
@@ -157,7 +162,8 @@ class Core:
                             else Translation(text, []) for text, s in zip(request.sentences, searches)]
             messages = [convert.translation_pb(t, kind, threshold) for t in translations]
         m = served.translator.engine.manifest
-        response = pb.TranslateResponse(translations=messages, model=m.name, model_version=m.version)
+        response = pb.TranslateResponse(translations=messages, model=m.name, model_version=m.version,
+                                        **convert.route_fields(route))
         if response.ByteSize() > self.settings.max_message_bytes:
             raise ResponseTooLarge(f"the response is {response.ByteSize()} bytes, over max_message_bytes "
                                    f"({self.settings.max_message_bytes}); ask for fewer sentences, a smaller "
@@ -165,8 +171,10 @@ class Core:
         return response
 
     async def _translate_item(self, item: pb.StreamRequest, first: pb.StreamRequest, deadline: float | None,
-                              client: str, priority: int) -> pb.Translation:
-        served = self.resolve(item.model or first.model)
+                              client: str, priority: int) -> pb.StreamResponse:
+        named = item if item.model or item.source_language or item.target_language else first
+        served, route = self.resolve(named.model, 1, named.source_language, named.target_language, [item.sentence])
+        answer = pb.StreamResponse(id=item.id, model=served.translator.name, **convert.route_fields(route))
         opts = item.options if item.HasField("options") else first.options
         options = convert.search_options(opts, self.settings)
         kind = convert.alignment_kind(opts.alignment)
@@ -177,16 +185,19 @@ class Core:
         if item.format or item.split_sentences:     # a plain request never comes this way
             (message,) = await self._documents(served, [item.sentence], item.format, item.split_sentences, options,
                                                opts, deadline, client, [field], priority, glossary)
-            return message
+            answer.translation.CopyFrom(message)
+            return answer
         search = self._search(served, item.sentence, options, field)
         (search,) = await self._run(served, [search], deadline, client, priority)
         translation = served.translator.result(item.sentence, search, opts.replace_unknown, glossary) \
             if search else Translation(item.sentence, [])
-        return convert.translation_pb(translation, kind, threshold)
+        answer.translation.CopyFrom(convert.translation_pb(translation, kind, threshold))
+        return answer
 
     async def _align(self, request: pb.AlignRequest, deadline: float | None, client: str,
                      priority: int) -> pb.AlignResponse:
-        served = self.resolve(request.model)
+        served, route = self.resolve(request.model, 1, request.source_language, request.target_language,
+                                     [request.source])
         kind = convert.alignment_kind(request.alignment, default=convert.WORDS)
         threshold = convert.alignment_threshold(request, "alignment_threshold")
         if not normalise(request.source) or not normalise(request.target):
@@ -199,7 +210,7 @@ class Core:
         return pb.AlignResponse(source_tokens=translation.source_tokens,
                                 source_words=hyp.source_words if kind != convert.NONE else [],
                                 hypothesis=convert.hypothesis_pb(hyp, kind, threshold),
-                                model=served.translator.name)
+                                model=served.translator.name, **convert.route_fields(route))
 
     async def _documents(self, served: ServedModel, entries, text_format: int, split: bool, options: SearchOptions,
                          opts: pb.DecodingOptions, deadline: float | None, client: str, fields: list[str],

@@ -69,11 +69,9 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
         async def answer(item: pb.StreamRequest, first: pb.StreamRequest) -> pb.StreamResponse:
             """One item, answered in-band: its translation or its error."""
             try:
-                translation = await self.core.translate_item(item, first, deadline=deadline_of(context),
-                                                             client=client)
+                return await self.core.translate_item(item, first, deadline=deadline_of(context), client=client)
             except AttnmtError as e:
                 return pb.StreamResponse(id=item.id, error=error_pb(e))
-            return pb.StreamResponse(id=item.id, translation=translation)
 
         settings = self.core.settings
         stream = TranslationStream(request_iterator, answer, settings.max_stream_in_flight,

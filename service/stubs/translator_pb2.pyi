@@ -53,7 +53,7 @@ class DecodingOptions(_message.Message):
     def __init__(self, beam_size: _Optional[int] = ..., n_best: _Optional[int] = ..., length_penalty: _Optional[float] = ..., max_length_ratio: _Optional[float] = ..., max_length_extra: _Optional[int] = ..., alignment: _Optional[_Union[AlignmentKind, str]] = ..., alignment_threshold: _Optional[float] = ..., replace_unknown: _Optional[bool] = ..., early_exit: _Optional[bool] = ...) -> None: ...
 
 class TranslateRequest(_message.Message):
-    __slots__ = ("sentences", "model", "options", "format", "split_sentences", "glossary", "glossary_name")
+    __slots__ = ("sentences", "model", "options", "format", "split_sentences", "glossary", "glossary_name", "source_language", "target_language")
     SENTENCES_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
@@ -61,6 +61,8 @@ class TranslateRequest(_message.Message):
     SPLIT_SENTENCES_FIELD_NUMBER: _ClassVar[int]
     GLOSSARY_FIELD_NUMBER: _ClassVar[int]
     GLOSSARY_NAME_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
     sentences: _containers.RepeatedScalarFieldContainer[str]
     model: str
     options: DecodingOptions
@@ -68,7 +70,9 @@ class TranslateRequest(_message.Message):
     split_sentences: bool
     glossary: _containers.RepeatedCompositeFieldContainer[GlossaryEntry]
     glossary_name: str
-    def __init__(self, sentences: _Optional[_Iterable[str]] = ..., model: _Optional[str] = ..., options: _Optional[_Union[DecodingOptions, _Mapping]] = ..., format: _Optional[_Union[TextFormat, str]] = ..., split_sentences: _Optional[bool] = ..., glossary: _Optional[_Iterable[_Union[GlossaryEntry, _Mapping]]] = ..., glossary_name: _Optional[str] = ...) -> None: ...
+    source_language: str
+    target_language: str
+    def __init__(self, sentences: _Optional[_Iterable[str]] = ..., model: _Optional[str] = ..., options: _Optional[_Union[DecodingOptions, _Mapping]] = ..., format: _Optional[_Union[TextFormat, str]] = ..., split_sentences: _Optional[bool] = ..., glossary: _Optional[_Iterable[_Union[GlossaryEntry, _Mapping]]] = ..., glossary_name: _Optional[str] = ..., source_language: _Optional[str] = ..., target_language: _Optional[str] = ...) -> None: ...
 
 class GlossaryEntry(_message.Message):
     __slots__ = ("source", "target")
@@ -147,14 +151,28 @@ class SentenceTranslation(_message.Message):
     def __init__(self, source: _Optional[_Union[Span, _Mapping]] = ..., target: _Optional[_Union[Span, _Mapping]] = ..., translation: _Optional[_Union[Translation, _Mapping]] = ...) -> None: ...
 
 class TranslateResponse(_message.Message):
-    __slots__ = ("translations", "model", "model_version")
+    __slots__ = ("translations", "model", "model_version", "source_language", "target_language", "detected_language")
     TRANSLATIONS_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     MODEL_VERSION_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    DETECTED_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
     translations: _containers.RepeatedCompositeFieldContainer[Translation]
     model: str
     model_version: str
-    def __init__(self, translations: _Optional[_Iterable[_Union[Translation, _Mapping]]] = ..., model: _Optional[str] = ..., model_version: _Optional[str] = ...) -> None: ...
+    source_language: str
+    target_language: str
+    detected_language: DetectedLanguage
+    def __init__(self, translations: _Optional[_Iterable[_Union[Translation, _Mapping]]] = ..., model: _Optional[str] = ..., model_version: _Optional[str] = ..., source_language: _Optional[str] = ..., target_language: _Optional[str] = ..., detected_language: _Optional[_Union[DetectedLanguage, _Mapping]] = ...) -> None: ...
+
+class DetectedLanguage(_message.Message):
+    __slots__ = ("language", "confidence")
+    LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    language: str
+    confidence: float
+    def __init__(self, language: _Optional[str] = ..., confidence: _Optional[float] = ...) -> None: ...
 
 class Translation(_message.Message):
     __slots__ = ("text", "source_tokens", "source_words", "hypotheses", "source_word_spans", "sentences")
@@ -233,7 +251,7 @@ class AlignmentLink(_message.Message):
     def __init__(self, source: _Optional[int] = ..., target: _Optional[int] = ...) -> None: ...
 
 class StreamRequest(_message.Message):
-    __slots__ = ("id", "sentence", "model", "options", "format", "split_sentences", "glossary", "glossary_name")
+    __slots__ = ("id", "sentence", "model", "options", "format", "split_sentences", "glossary", "glossary_name", "source_language", "target_language")
     ID_FIELD_NUMBER: _ClassVar[int]
     SENTENCE_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -242,6 +260,8 @@ class StreamRequest(_message.Message):
     SPLIT_SENTENCES_FIELD_NUMBER: _ClassVar[int]
     GLOSSARY_FIELD_NUMBER: _ClassVar[int]
     GLOSSARY_NAME_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
     id: str
     sentence: str
     model: str
@@ -250,17 +270,27 @@ class StreamRequest(_message.Message):
     split_sentences: bool
     glossary: _containers.RepeatedCompositeFieldContainer[GlossaryEntry]
     glossary_name: str
-    def __init__(self, id: _Optional[str] = ..., sentence: _Optional[str] = ..., model: _Optional[str] = ..., options: _Optional[_Union[DecodingOptions, _Mapping]] = ..., format: _Optional[_Union[TextFormat, str]] = ..., split_sentences: _Optional[bool] = ..., glossary: _Optional[_Iterable[_Union[GlossaryEntry, _Mapping]]] = ..., glossary_name: _Optional[str] = ...) -> None: ...
+    source_language: str
+    target_language: str
+    def __init__(self, id: _Optional[str] = ..., sentence: _Optional[str] = ..., model: _Optional[str] = ..., options: _Optional[_Union[DecodingOptions, _Mapping]] = ..., format: _Optional[_Union[TextFormat, str]] = ..., split_sentences: _Optional[bool] = ..., glossary: _Optional[_Iterable[_Union[GlossaryEntry, _Mapping]]] = ..., glossary_name: _Optional[str] = ..., source_language: _Optional[str] = ..., target_language: _Optional[str] = ...) -> None: ...
 
 class StreamResponse(_message.Message):
-    __slots__ = ("id", "translation", "error")
+    __slots__ = ("id", "translation", "error", "model", "source_language", "target_language", "detected_language")
     ID_FIELD_NUMBER: _ClassVar[int]
     TRANSLATION_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    DETECTED_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
     id: str
     translation: Translation
     error: Error
-    def __init__(self, id: _Optional[str] = ..., translation: _Optional[_Union[Translation, _Mapping]] = ..., error: _Optional[_Union[Error, _Mapping]] = ...) -> None: ...
+    model: str
+    source_language: str
+    target_language: str
+    detected_language: DetectedLanguage
+    def __init__(self, id: _Optional[str] = ..., translation: _Optional[_Union[Translation, _Mapping]] = ..., error: _Optional[_Union[Error, _Mapping]] = ..., model: _Optional[str] = ..., source_language: _Optional[str] = ..., target_language: _Optional[str] = ..., detected_language: _Optional[_Union[DetectedLanguage, _Mapping]] = ...) -> None: ...
 
 class Error(_message.Message):
     __slots__ = ("code", "message")
@@ -271,30 +301,40 @@ class Error(_message.Message):
     def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
 
 class AlignRequest(_message.Message):
-    __slots__ = ("source", "target", "model", "alignment", "alignment_threshold")
+    __slots__ = ("source", "target", "model", "alignment", "alignment_threshold", "source_language", "target_language")
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     ALIGNMENT_FIELD_NUMBER: _ClassVar[int]
     ALIGNMENT_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
     source: str
     target: str
     model: str
     alignment: AlignmentKind
     alignment_threshold: float
-    def __init__(self, source: _Optional[str] = ..., target: _Optional[str] = ..., model: _Optional[str] = ..., alignment: _Optional[_Union[AlignmentKind, str]] = ..., alignment_threshold: _Optional[float] = ...) -> None: ...
+    source_language: str
+    target_language: str
+    def __init__(self, source: _Optional[str] = ..., target: _Optional[str] = ..., model: _Optional[str] = ..., alignment: _Optional[_Union[AlignmentKind, str]] = ..., alignment_threshold: _Optional[float] = ..., source_language: _Optional[str] = ..., target_language: _Optional[str] = ...) -> None: ...
 
 class AlignResponse(_message.Message):
-    __slots__ = ("source_tokens", "source_words", "hypothesis", "model")
+    __slots__ = ("source_tokens", "source_words", "hypothesis", "model", "source_language", "target_language", "detected_language")
     SOURCE_TOKENS_FIELD_NUMBER: _ClassVar[int]
     SOURCE_WORDS_FIELD_NUMBER: _ClassVar[int]
     HYPOTHESIS_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    DETECTED_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
     source_tokens: _containers.RepeatedScalarFieldContainer[str]
     source_words: _containers.RepeatedScalarFieldContainer[str]
     hypothesis: Hypothesis
     model: str
-    def __init__(self, source_tokens: _Optional[_Iterable[str]] = ..., source_words: _Optional[_Iterable[str]] = ..., hypothesis: _Optional[_Union[Hypothesis, _Mapping]] = ..., model: _Optional[str] = ...) -> None: ...
+    source_language: str
+    target_language: str
+    detected_language: DetectedLanguage
+    def __init__(self, source_tokens: _Optional[_Iterable[str]] = ..., source_words: _Optional[_Iterable[str]] = ..., hypothesis: _Optional[_Union[Hypothesis, _Mapping]] = ..., model: _Optional[str] = ..., source_language: _Optional[str] = ..., target_language: _Optional[str] = ..., detected_language: _Optional[_Union[DetectedLanguage, _Mapping]] = ...) -> None: ...
 
 class ListModelsRequest(_message.Message):
     __slots__ = ()

@@ -70,7 +70,8 @@ class TranslatorServicer:
         request at the level of decoder steps; each sentence is answered as soon as
         its search ends, but this call returns when all of its sentences are done.
         Codes: NOT_FOUND (unknown model), INVALID_ARGUMENT (also an unknown
-        glossary_name), RESOURCE_EXHAUSTED with RetryInfo (queue full; refused before
+        glossary_name, a language pair no served model translates, or a model and
+        a pair that disagree), RESOURCE_EXHAUSTED with RetryInfo (queue full; refused before
         the request is read or validated while every model's queue is full) or
         without it (response too large), INTERNAL (a sentence failed the decoder even
         alone, or a decode worker died).

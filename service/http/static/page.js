@@ -1,6 +1,8 @@
 // The web page at / (index.html): sends the Spanish to POST v1/translate with a word-level
 // alignment and shows the English, each sentence's α as a heatmap (rows: English words, columns:
-// Spanish words), the hard links on hover or focus, the n-best list and the quality flag.
+// Spanish words), the hard links on hover or focus, the n-best list and the quality flag. Where
+// the server translates several language pairs, the direction chosen (the default model's pair
+// first) goes with the request as sourceLanguage and targetLanguage, and names the two sides.
 //
 // Everything the model or the user wrote is inserted with createTextNode or as an attribute
 // value, never parsed as markup: an HTML-mode translation is shown with its tags as text.
@@ -24,6 +26,30 @@ function el(tag, attrs = {}, ...children) {
 }
 
 const fixed = (x, digits = 2) => Number(x).toFixed(digits);
+
+// The language pair the page translates (ISO 639-1 codes): Spanish to English, unless the server
+// serves several pairs and another is chosen (chooseDirection).
+const pair = { source: "es", target: "en" };
+let servedModels = [];          // GET v1/models
+let servedPairs = [];           // their pairs, the default model's first
+const PLACEHOLDER = document.getElementById("source").placeholder;     // a Spanish example
+
+const NAMES = (() => {
+  try {
+    return new Intl.DisplayNames(["en"], { type: "language" });
+  } catch {
+    return null;
+  }
+})();
+
+// "es" -> "Spanish"; the code itself where the browser does not know it.
+function languageName(code) {
+  try {
+    return NAMES?.of(code) ?? code;
+  } catch {
+    return code;
+  }
+}
 
 // --- the request -------------------------------------------------------------
 
@@ -52,7 +78,7 @@ function positiveInt(input, name) {
 
 function buildRequest() {
   const text = $("source").value;
-  if (!text.trim()) throw new InputError("Type or paste some Spanish first.");
+  if (!text.trim()) throw new InputError(`Type or paste some ${languageName(pair.source)} first.`);
   const request = {
     sentences: [text],
     options: { beamSize: positiveInt($("beam-size"), "Beam size"), nBest: positiveInt($("n-best"), "Alternatives"),
@@ -61,6 +87,11 @@ function buildRequest() {
     splitSentences: $("split").checked,
     glossary: parseGlossary($("glossary").value),
   };
+  if (!$("direction-option").hidden) {
+    request.sourceLanguage = pair.source;
+    request.targetLanguage = pair.target;
+  }
+  // the model select lists the chosen pair's models only: the name and the pair agree
   if (!$("model-option").hidden && $("model").value) request.model = $("model").value;
   return request;
 }
@@ -125,22 +156,25 @@ function qualityLine(hypothesis) {
 
 // α as a table: one row per target word, one column per source word, cells shaded by weight
 // (CSS reads --alpha). Hard links are outlined.
-function heatmap(translation, hypothesis, sentence) {
+function heatmap(translation, hypothesis, sentence, asked) {
+  const [sourceName, targetName] = [languageName(asked.source), languageName(asked.target)];
   const source = translation.sourceWords;
   const target = hypothesis.targetWords;
   const linked = new Set(hypothesis.alignment.links.map((l) => `${l.target},${l.source}`));
   const table = el("table", { class: "heatmap", "data-sentence": String(sentence) },
-    el("caption", { class: "visually-hidden" }, "Alignment α: each row is an English word, each column a Spanish word; ",
+    el("caption", { class: "visually-hidden" }, `Alignment α: each row is an ${targetName} word, each column a `,
+       `${sourceName} word; `,
        "a darker cell is more attention, an outlined cell a hard link."));
   const head = el("tr", {}, el("td", { class: "corner" }));
   source.forEach((word, j) => {
-    head.append(el("th", { scope: "col", class: "axis", lang: "es", "data-side": "source", "data-index": String(j) },
+    head.append(el("th", { scope: "col", class: "axis", lang: asked.source, "data-side": "source",
+                           "data-index": String(j) },
                    el("span", {}, word)));
   });
   table.append(el("thead", {}, head));
   const body = el("tbody");
   hypothesis.alignment.rows.forEach((row, i) => {
-    const tr = el("tr", {}, el("th", { scope: "row", class: "axis", lang: "en", "data-side": "target",
+    const tr = el("tr", {}, el("th", { scope: "row", class: "axis", lang: asked.target, "data-side": "target",
                                        "data-index": String(i) }, target[i] ?? ""));
     row.weights.forEach((weight, j) => {
       const label = `${target[i] ?? ""} ← ${source[j] ?? ""}: α ${fixed(weight)}`;
@@ -158,8 +192,8 @@ function heatmap(translation, hypothesis, sentence) {
                      "aria-label": `Alignment heatmap, sentence ${sentence + 1}` }, table);
 }
 
-function alternatives(hypotheses) {
-  const list = el("ol", { class: "alternatives", lang: "en" });
+function alternatives(hypotheses, asked) {
+  const list = el("ol", { class: "alternatives", lang: asked.target });
   for (const h of hypotheses) {
     list.append(el("li", {}, el("span", { class: "alt-text" }, h.text), " ",
                    el("span", { class: "alt-score", lang: "en" },
@@ -171,7 +205,7 @@ function alternatives(hypotheses) {
 // Hard links by side: links[side].get(index) = the indices it is linked to on the other side.
 const sentenceLinks = [];
 
-function renderSentence(translation, index, count) {
+function renderSentence(translation, index, count, asked) {
   const best = translation.hypotheses[0];
   const links = { source: new Map(), target: new Map() };
   for (const { source, target } of best.alignment.links) {
@@ -185,19 +219,22 @@ function renderSentence(translation, index, count) {
                                   "aria-label": count > 1 ? `Sentence ${index + 1}` : "Word alignment" },
     count > 1 ? el("h3", {}, `Sentence ${index + 1}`) : null,
     el("div", { class: "pair" },
-       el("span", { class: "side-label", "aria-hidden": "true" }, "es"),
-       words(translation.sourceWords, "source", index, "es"),
-       el("span", { class: "side-label", "aria-hidden": "true" }, "en"),
-       words(best.targetWords, "target", index, "en")),
+       el("span", { class: "side-label", "aria-hidden": "true" }, asked.source),
+       words(translation.sourceWords, "source", index, asked.source),
+       el("span", { class: "side-label", "aria-hidden": "true" }, asked.target),
+       words(best.targetWords, "target", index, asked.target)),
     count > 1 ? qualityLine(best) : null,
-    best.alignment.rows.length ? heatmap(translation, best, index) : null,
-    translation.hypotheses.length > 1 ? alternatives(translation.hypotheses) : null);
+    best.alignment.rows.length ? heatmap(translation, best, index, asked) : null,
+    translation.hypotheses.length > 1 ? alternatives(translation.hypotheses, asked) : null);
   return section;
 }
 
-function render(reply) {
+// `asked`: the pair the request was sent for (the direction may have changed since).
+function render(reply, asked) {
   const entry = reply.translations[0];
   const sentences = sentencesOf(entry);
+  $("result-heading").textContent = languageName(asked.target);
+  $("target").lang = asked.target;
   $("target").textContent = entry.text;     // an HTML-mode translation is markup: shown as text
   const quality = $("quality");
   quality.replaceChildren();
@@ -212,7 +249,7 @@ function render(reply) {
   }
   quality.dataset.suspect = String(suspects.length > 0);
   sentenceLinks.length = 0;
-  $("sentences").replaceChildren(...sentences.map((t, i) => renderSentence(t, i, sentences.length)));
+  $("sentences").replaceChildren(...sentences.map((t, i) => renderSentence(t, i, sentences.length, asked)));
   $("result").hidden = false;
 }
 
@@ -311,12 +348,13 @@ async function translate() {
     showError(e.message, "CLIENT");
     return;
   }
+  const asked = { ...pair };
   const started = performance.now();
   status.textContent = "Translating…";
   button.disabled = true;
   $("result").setAttribute("aria-busy", "true");
   try {
-    render(await post("v1/translate", request));
+    render(await post("v1/translate", request), asked);
     status.textContent = `Translated in ${fixed((performance.now() - started) / 1000)} s.`;
   } catch (e) {
     status.textContent = "";
@@ -338,15 +376,56 @@ async function loadModels() {
     return;     // the page still works with the server's default model
   }
   const models = reply.models ?? [];
-  const select = $("model");
-  select.replaceChildren(...models.map((m) => el("option", { value: m.name, selected: m.isDefault },
-                                               `${m.name} (${m.sourceLanguage} → ${m.targetLanguage})`)));
-  $("model-option").hidden = models.length < 2;
+  servedModels = models;
+  servedPairs = [];
+  for (const m of [...models.filter((m) => m.isDefault), ...models.filter((m) => !m.isDefault)]) {
+    if (!servedPairs.some((p) => p.source === m.sourceLanguage && p.target === m.targetLanguage)) {
+      servedPairs.push({ source: m.sourceLanguage, target: m.targetLanguage });
+    }
+  }
+  if (servedPairs.length > 1) {
+    $("direction").replaceChildren(...servedPairs.map((p) => el("option", { value: `${p.source}:${p.target}` },
+      `${languageName(p.source)} → ${languageName(p.target)}`)));
+    $("direction-option").hidden = false;
+    chooseDirection(servedPairs[0]);
+  } else {
+    showModels(models);         // one pair: the page stays as it is, Spanish to English
+  }
   const shown = models.find((m) => m.isDefault) ?? models[0];
   if (shown) {
     $("model-info").textContent = `Model ${shown.name}, version ${shown.version} (${shown.architecture})`
       + (models.length > 1 ? `, and ${models.length - 1} more` : "");
   }
+}
+
+// The model select: these models, the default selected; shown when there is a choice.
+function showModels(models) {
+  $("model").replaceChildren(...models.map((m) => el("option", { value: m.name, selected: m.isDefault },
+                                                     `${m.name} (${m.sourceLanguage} → ${m.targetLanguage})`)));
+  $("model-option").hidden = models.length < 2;
+}
+
+const isServed = (source, target) => servedPairs.some((p) => p.source === source && p.target === target);
+
+// Translate `next` ({source, target}) from now on: the labels, the languages marked for screen
+// readers, the swap button and the models to choose from follow.
+function chooseDirection(next) {
+  Object.assign(pair, next);
+  $("direction").value = `${pair.source}:${pair.target}`;
+  $("source-label").textContent = languageName(pair.source);
+  const source = $("source");
+  source.lang = pair.source;
+  source.placeholder = pair.source === "es" ? PLACEHOLDER : "";
+  $("swap").disabled = !isServed(pair.target, pair.source);
+  showModels(servedModels.filter((m) => m.sourceLanguage === pair.source && m.targetLanguage === pair.target));
+}
+
+// The other way round; a translation on the page becomes the text to translate back.
+function swapDirection() {
+  if (!isServed(pair.target, pair.source)) return;
+  const translation = $("result").hidden ? "" : $("target").textContent;
+  chooseDirection({ source: pair.target, target: pair.source });
+  if (translation) $("source").value = translation;
 }
 
 function main() {
@@ -361,6 +440,11 @@ function main() {
       form.requestSubmit();
     }
   });
+  $("direction").addEventListener("change", (e) => {
+    const [source, target] = e.target.value.split(":");
+    chooseDirection({ source, target });
+  });
+  $("swap").addEventListener("click", swapDirection);
   wireHighlighting();
   loadModels();
 }
