@@ -2,26 +2,31 @@
 ("The served contract (export)"), L decoder layers, d = d_model, H heads, d_k = d / H.
 
     encoder.onnx       src_tokens[N,S] int64, src_lengths[N] int64
-                       -> cross_keys[N,S,L*d], cross_values[N,S,L*d], src_mask[N,S] bool,
-                          init_self_cache[N,1,2*L*d]
-    decoder_step.onnx  prev_tokens[R] int64, self_cache[R,T,2*L*d], cross_keys[R,S,L*d],
-                       cross_values[R,S,L*d], src_mask[R,S], vocab_bias[B,V], k[1] int64,
-                       forced_tokens[R] int64, positions[R] int64
+                       -> cross_keys_0[N,H,S,d_k], cross_values_0[N,H,S,d_k], ... (each layer l),
+                          src_mask[N,S] bool, init_self_keys_0[N,H,1,d_k], init_self_values_0, ...
+    decoder_step.onnx  prev_tokens[R] int64, self_keys_l[R,H,T,d_k], self_values_l[R,H,T,d_k] (each l),
+                       cross_keys_l[R,H,S,d_k], cross_values_l[R,H,S,d_k] (each l), src_mask[R,S],
+                       vocab_bias[B,V], k[1] int64, forced_tokens[R] int64, positions[R] int64
                        -> topk_log_probs[R,k], topk_ids[R,k], forced_log_probs[R],
-                          new_self_cache[R,T+1,2*L*d], alpha[R,S]
+                          new_self_keys_l[R,H,T+1,d_k], new_self_values_l[R,H,T+1,d_k] (each l), alpha[R,S]
     decoder_step_shared.onnx
-                       the same with the memory per sentence ([N,S,...]) and memory_index[R] int64.
+                       the same with the memory per sentence ([N,...]) and memory_index[R] int64.
 
-The encoder computes each decoder layer's cross-attention K and V once per sentence
-(layer l at columns l*d:(l+1)*d, head h at l*d + h*d_k; zero on padding). The
-self-attention cache holds, for each position, layer l's K at columns 2l*d:(2l+1)*d and
-V at (2l+1)*d:(2l+2)*d. Rows of different ages share T: a shorter cache is padded with
-zeros on the left, so a row's own entries are its last positions[r]; everything before
-them (the encoder's one zero dummy entry, left padding) is masked out of self-attention,
-and the step appends the new position at the end. The step's input is
-E[prev]·√d + PE[positions[r]]. α is the mean over the manifest's `alignment.heads` of
-layer `alignment.layer`'s cross-attention. Token choice and weight storage are every
-architecture's (`directory.py`).
+Every tensor a step reads is head-major, per layer, as its attention reads it: the step
+slices and transposes nothing of the caches or the memory (in the layout it replaced,
+each layer's columns of one [R,T,2*L*d] cache and of [N,S,L*d] memories, that slicing
+and transposing was 40-45 % of a step). The manifest's `position_axes` tells the server
+that these tensors hold their positions on axis 2.
+
+The encoder computes each decoder layer's cross-attention K and V once per sentence (zero
+on padding). A self-attention cache holds one entry per position on axis 2. Rows of
+different ages share T: a shorter cache is padded with zeros on the left, so a row's own
+entries are its last positions[r]; everything before them (the encoder's one zero dummy
+entry, left padding) is masked out of self-attention, and the step appends the new
+position at the end: Concat(past, new) on axis 2 is both what the step attends over and
+its output. The step's input is E[prev]·√d + PE[positions[r]]. α is the mean over the
+manifest's `alignment.heads` of layer `alignment.layer`'s cross-attention. Token choice
+and weight storage are every architecture's (`directory.py`).
 
 Nothing is written to the output directory unless parity holds: a numpy greedy loop
 over the graphs in ONNX Runtime, with half of the rows joining the batch JOIN_DELAY steps
@@ -45,7 +50,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from attnmt.model.architectures.transformer import Transformer
+from attnmt.model.architectures.transformer import DecoderLayer, Transformer, scaled_dot_product_attention
 from attnmt.model.batching import make_batch
 from attnmt.model.export.directory import (
     PARITY_TOPK,
@@ -65,18 +70,58 @@ from attnmt.service.modeldir.manifest import (
     ENCODER_INPUTS,
     GRAPHS,
     POSITIONS,
+    SRC_MASK,
+    decoder_inputs,
+    decoder_outputs,
+    encoder_outputs,
     file_entries,
+    load_manifest,
 )
 from attnmt.service.modeldir.vocabulary import no_specials_bias
 
-MEMORY = ("cross_keys", "cross_values", "src_mask")   # kept once per sentence, fed to every step
-ENCODER_OUTPUTS = MEMORY + ("init_self_cache",)
-STEP_STATE = {"self_cache": "new_self_cache"}         # cache input -> the output that replaces it next step
-INITIAL_STATE = {"self_cache": "init_self_cache"}     # cache input -> the encoder output that starts it
-STEP_INPUTS = ("prev_tokens", "self_cache", *MEMORY, "vocab_bias", "k", "forced_tokens", POSITIONS)
-SHARED_STEP_INPUTS = STEP_INPUTS + ("memory_index",)
-STEP_OUTPUTS = ("topk_log_probs", "topk_ids", "forced_log_probs", "new_self_cache", "alpha")
+POSITION_AXIS = 2                                     # of every cache and cross K/V: N or R x H x positions x d_k
 JOIN_DELAY = 3                                        # steps the parity loop's late rows wait
+
+
+@dataclass(frozen=True)
+class Contract:
+    """The graphs' tensor names for a Transformer with `layers` decoder layers, in the manifest's terms."""
+    layers: int
+
+    @property
+    def memory(self) -> tuple[str, ...]:
+        """Kept once per sentence, fed to every step: each layer's cross K and V, then the mask."""
+        return (*(f"cross_{kv}_{i}" for i in range(self.layers) for kv in ("keys", "values")), SRC_MASK)
+
+    @property
+    def step_state(self) -> dict[str, str]:
+        """Each layer's self-attention keys and values -> the output that replaces them next step."""
+        return {f"self_{kv}_{i}": f"new_self_{kv}_{i}" for i in range(self.layers) for kv in ("keys", "values")}
+
+    @property
+    def initial_state(self) -> dict[str, str]:
+        """Each cache -> the encoder output that starts it."""
+        return {name: f"init_{name}" for name in self.step_state}
+
+    @property
+    def position_axes(self) -> dict[str, int]:
+        return {name: POSITION_AXIS for name in (*self.memory, *self.step_state) if name != SRC_MASK}
+
+    @property
+    def encoder_outputs(self) -> tuple[str, ...]:
+        return encoder_outputs(self.memory, self.initial_state.values())
+
+    def step_inputs(self, shared: bool = False) -> tuple[str, ...]:
+        return decoder_inputs(self.memory, self.step_state, shared=shared, positions=True)
+
+    @property
+    def step_outputs(self) -> tuple[str, ...]:
+        return decoder_outputs(self.step_state.values())
+
+    @classmethod
+    def of_sessions(cls, sessions: dict) -> "Contract":
+        """The contract of graphs `onnx_sessions` opened (and checked against it)."""
+        return cls(sum(o.name.startswith("cross_keys_") for o in sessions["encoder"].get_outputs()))
 
 
 _SERVABLE = re.compile(r"^layer (\d+) (?:head (\d+)|heads mean) · (attention|shift-att) \S+$")
@@ -102,11 +147,6 @@ def alignment_heads(model: Transformer) -> list[int]:
     return list(range(model.cfg.heads)) if head < 0 else [head]
 
 
-def split_heads(x: Tensor, heads: int) -> Tensor:
-    """R x T x d (heads side by side) -> R x H x T x d_k."""
-    return x.reshape(x.size(0), x.size(1), heads, -1).transpose(1, 2)
-
-
 class EncoderGraph(nn.Module):
     def __init__(self, model: Transformer):
         super().__init__()
@@ -114,65 +154,91 @@ class EncoderGraph(nn.Module):
 
     def forward(self, src_tokens: Tensor, src_lengths: Tensor):
         memory, src_mask = self.model.encode(src_tokens, src_lengths)                # N x S x d, N x S
-        layers = self.model.decoder.layers
-        # each layer's [K | V], N x S x 2d: the heads side by side, as split_heads reads them
-        keys, values = zip(*(layer.cross_attention.key_value(memory).chunk(2, dim=-1) for layer in layers))
-        on_tokens = src_mask.unsqueeze(-1).to(memory.dtype)                          # N x S x 1
-        cross_keys = torch.cat(keys, dim=-1) * on_tokens                              # N x S x L*d
-        cross_values = torch.cat(values, dim=-1) * on_tokens                          # N x S x L*d
-        # one zero entry, masked by every step: the cache's T is never 0
-        init_self_cache = memory.new_zeros(memory.size(0), 1, 2 * len(layers) * self.model.cfg.d_model)
-        return cross_keys, cross_values, src_mask, init_self_cache
+        on_tokens = src_mask[:, None, :, None].to(memory.dtype)                      # N x 1 x S x 1
+        cross = []
+        for layer in self.model.decoder.layers:
+            keys, values = layer.cross_attention.keys_values(memory)                 # N x H x S x d_k each
+            cross += [keys * on_tokens, values * on_tokens]
+        N, H = memory.size(0), self.model.cfg.heads
+        # one zero entry per cache, masked by every step: a cache's T is never 0
+        initial = [memory.new_zeros(N, H, 1, self.model.cfg.d_model // H) for _ in cross]
+        return *cross, src_mask, *initial
+
+
+def layer_step(layer: DecoderLayer, x: Tensor, past_keys: Tensor, past_values: Tensor, self_mask: Tensor,
+               cross_keys: Tensor, cross_values: Tensor, src_mask: Tensor) -> tuple[Tensor, ...]:
+    """DecoderLayer.forward (in eval mode) for one position, on head-major caches and memory.
+    x: R x 1 x d; past_*: R x H x T x d_k; cross_*: R x H x S x d_k. Returns x, α (R x H x S)
+    and the keys and values attended over (R x H x T+1 x d_k: the new caches)."""
+    R, _, d = x.shape
+    H = past_keys.size(1)
+    # One position, so splitting the heads is a reshape: [Q | K | V] holds 3H heads side by side.
+    qkv = layer.self_attention.query_key_value(layer.self_attention_norm(x)).reshape(R, 3 * H, 1, d // H)
+    q, k, v = qkv[:, :H], qkv[:, H:2 * H], qkv[:, 2 * H:]                            # R x H x 1 x d_k each
+    keys = torch.cat([past_keys, k], dim=2)                                          # R x H x T+1 x d_k
+    values = torch.cat([past_values, v], dim=2)
+    context, _ = scaled_dot_product_attention(q, keys, values, self_mask)           # R x H x 1 x d_k
+    x = x + layer.self_attention.output(context.reshape(R, 1, d))                    # heads side by side again
+    q = layer.cross_attention.query(layer.cross_attention_norm(x)).reshape(R, H, 1, d // H)
+    context, alpha = scaled_dot_product_attention(q, cross_keys, cross_values, src_mask)
+    x = x + layer.cross_attention.output(context.reshape(R, 1, d))
+    x = x + layer.ffn(layer.ffn_norm(x))
+    return x, alpha[:, :, 0], keys, values
 
 
 class DecoderStepGraph(nn.Module):
     """`decoder_step.onnx`: one step for R rows of any ages, row r attending memory row r,
-    with the token choice inside the graph."""
+    with the token choice inside the graph. Its inputs are `Contract.step_inputs()`."""
 
     def __init__(self, model: Transformer):
         super().__init__()
         self.model = model
         self.alignment_heads = alignment_heads(model)
 
-    def forward(self, prev_tokens: Tensor, self_cache: Tensor, cross_keys: Tensor, cross_values: Tensor,
-                src_mask: Tensor, vocab_bias: Tensor, k: Tensor, forced_tokens: Tensor, positions: Tensor):
-        decoder, d, H = self.model.decoder, self.model.cfg.d_model, self.model.cfg.heads
-        T = self_cache.size(1)
+    def forward(self, prev_tokens: Tensor, *inputs: Tensor):
+        L = len(self.model.decoder.layers)
+        src_mask, vocab_bias, k, forced_tokens, positions = inputs[4 * L:]
+        return self.step(prev_tokens, inputs[:2 * L], inputs[2 * L:4 * L], src_mask, vocab_bias, k,
+                         forced_tokens, positions)
+
+    def step(self, prev_tokens: Tensor, caches: tuple[Tensor, ...], cross: tuple[Tensor, ...], src_mask: Tensor,
+             vocab_bias: Tensor, k: Tensor, forced_tokens: Tensor, positions: Tensor):
+        """caches: self_keys_0, self_values_0, ... (R x H x T x d_k); cross: cross_keys_0,
+        cross_values_0, ... (R x H x S x d_k)."""
+        decoder = self.model.decoder
+        T = caches[0].size(2)
         # Entries T - positions[r] .. T are row r's own (the last one is this step's); the
         # dummy entry and the left padding before them are masked.
-        entry = torch.arange(T + 1, device=self_cache.device)                        # T+1
+        entry = torch.arange(T + 1, device=prev_tokens.device)                       # T+1
         self_mask = entry.unsqueeze(0) >= (T - positions).unsqueeze(1)               # R x T+1
         self_mask = self_mask[:, None, None, :]                                      # R x 1 x 1 x T+1
         src_attention_mask = src_mask[:, None, None, :]                              # R x 1 x 1 x S
         # E[y]·√d + PE[t]: row t of the table is position t + 1, as in Decoder.forward
         x = decoder.embedding(prev_tokens) * decoder.scale + decoder.positions[positions]   # R x d
         x = x.unsqueeze(1)                                                           # R x 1 x d
-        entries, alphas = [], []
+        new_caches, alphas = [], []
         for i, layer in enumerate(decoder.layers):
-            past = tuple(split_heads(self_cache[:, :, c * d:(c + 1) * d], H) for c in (2 * i, 2 * i + 1))
-            memory_kv = tuple(split_heads(m[:, :, i * d:(i + 1) * d], H) for m in (cross_keys, cross_values))
-            x, alpha, (keys, values) = layer(x, self_mask, memory_kv, src_attention_mask, past)
-            # keys, values: R x H x T+1 x d_k; this position's is the last, heads side by side again
-            entries += [keys[:, :, -1].flatten(1), values[:, :, -1].flatten(1)]      # R x d each
-            alphas.append(alpha[:, :, 0])                                            # R x H x S
+            x, alpha, keys, values = layer_step(layer, x, caches[2 * i], caches[2 * i + 1], self_mask,
+                                                cross[2 * i], cross[2 * i + 1], src_attention_mask)
+            new_caches += [keys, values]
+            alphas.append(alpha)                                                     # R x H x S
         logits = decoder.output_layer(decoder.layer_norm(x))[:, 0]                   # R x V
-        new_self_cache = torch.cat([self_cache, torch.cat(entries, dim=-1).unsqueeze(1)], dim=1)  # R x T+1 x 2Ld
         layer_alpha = alphas[self.model.cfg.alignment_layer]                         # R x H x S
         alpha = layer_alpha[:, self.alignment_heads].mean(1)                         # R x S
-        return *choose_tokens(logits, vocab_bias, k, forced_tokens), new_self_cache, alpha
+        return *choose_tokens(logits, vocab_bias, k, forced_tokens), *new_caches, alpha
 
 
 class SharedDecoderStepGraph(DecoderStepGraph):
     """`decoder_step_shared.onnx`: the memory is per sentence (N rows) and row r
-    attends sentence memory_index[r]."""
+    attends sentence memory_index[r]. Its inputs are `Contract.step_inputs(shared=True)`."""
 
-    def forward(self, prev_tokens: Tensor, self_cache: Tensor, cross_keys: Tensor, cross_values: Tensor,
-                src_mask: Tensor, vocab_bias: Tensor, k: Tensor, forced_tokens: Tensor, positions: Tensor,
-                memory_index: Tensor):
-        # cross_keys, cross_values: N x S x L*d, src_mask: N x S -> R x S x ...
-        return super().forward(prev_tokens, self_cache, cross_keys.index_select(0, memory_index),
-                               cross_values.index_select(0, memory_index), src_mask.index_select(0, memory_index),
-                               vocab_bias, k, forced_tokens, positions)
+    def forward(self, prev_tokens: Tensor, *inputs: Tensor):
+        L = len(self.model.decoder.layers)
+        src_mask, vocab_bias, k, forced_tokens, memory_index, positions = inputs[4 * L:]
+        # N x H x S x d_k, N x S -> R x ...
+        cross = tuple(m.index_select(0, memory_index) for m in inputs[2 * L:4 * L])
+        return self.step(prev_tokens, inputs[:2 * L], cross, src_mask.index_select(0, memory_index), vocab_bias, k,
+                         forced_tokens, positions)
 
 
 def export_graphs(model: Transformer, out_dir: Path) -> None:
@@ -181,39 +247,44 @@ def export_graphs(model: Transformer, out_dir: Path) -> None:
     # wrapper left in training mode would leave the model with dropout on after the export.
     encoder, step, shared_step = (graph(model).eval() for graph in (EncoderGraph, DecoderStepGraph,
                                                                       SharedDecoderStepGraph))
+    contract = Contract(len(model.decoder.layers))
+    H, d_k = model.cfg.heads, model.cfg.d_model // model.cfg.heads
     src = torch.tensor([[5, 6, 7, EOS_ID], [8, 9, EOS_ID, PAD_ID]])
     lengths = torch.tensor([4, 3])
-    cross_keys, cross_values, mask, _ = encoder(src, lengths)
+    memory = encoder(src, lengths)[:len(contract.memory)]
     # Three decoder rows of different ages over two sentences, so no traced size coincides with another.
     memory_index = torch.tensor([0, 1, 1])
     positions = torch.tensor([4, 2, 0])
     prev = torch.tensor([5, 6, BOS_ID])
-    L, d = len(model.decoder.layers), model.cfg.d_model
-    self_cache = torch.zeros(3, 5, 2 * L * d)
+    caches = tuple(torch.zeros(3, H, 5, d_k) for _ in contract.step_state)
     # vocab_bias, k, forced_tokens
     choice = (torch.zeros(1, model.cfg.vocab_size), torch.tensor([2]), torch.tensor([4, 5, 6]))
-    per_sentence, per_row = {0: "sentences", 1: "src_len"}, {0: "rows", 1: "src_len"}
-    step_axes = {"prev_tokens": {0: "rows"}, "self_cache": {0: "rows", 1: "cache_len"},
-                 "vocab_bias": {0: "bias_rows"}, "forced_tokens": {0: "rows"}, POSITIONS: {0: "rows"},
-                 "topk_log_probs": {0: "rows", 1: "k"}, "topk_ids": {0: "rows", 1: "k"},
-                 "forced_log_probs": {0: "rows"}, "new_self_cache": {0: "rows", 1: "new_cache_len"},
-                 "alpha": per_row}
+    per_sentence = {name: {0: "sentences", POSITION_AXIS: "src_len"} for name in contract.memory}
+    per_row = {name: {0: "rows", POSITION_AXIS: "src_len"} for name in contract.memory}
+    per_sentence[SRC_MASK], per_row[SRC_MASK] = {0: "sentences", 1: "src_len"}, {0: "rows", 1: "src_len"}
+    step_axes = {"prev_tokens": {0: "rows"}, "vocab_bias": {0: "bias_rows"}, "forced_tokens": {0: "rows"},
+                 POSITIONS: {0: "rows"}, "topk_log_probs": {0: "rows", 1: "k"}, "topk_ids": {0: "rows", 1: "k"},
+                 "forced_log_probs": {0: "rows"}, "alpha": {0: "rows", 1: "src_len"},
+                 **{name: {0: "rows", POSITION_AXIS: "cache_len"} for name in contract.step_state},
+                 **{new: {0: "rows", POSITION_AXIS: "new_cache_len"} for new in contract.step_state.values()}}
+    new_caches = {new: ["rows", H, "new_cache_len", d_k] for new in contract.step_state.values()}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the TorchScript exporter announces its deprecation
-        to_onnx(encoder, (src, lengths), out_dir / GRAPHS["encoder"], ENCODER_INPUTS, ENCODER_OUTPUTS,
-                {"src_tokens": per_sentence, "src_lengths": {0: "sentences"}, "cross_keys": per_sentence,
-                 "cross_values": per_sentence, "src_mask": per_sentence, "init_self_cache": {0: "sentences"}})
-        declare_outputs(out_dir / GRAPHS["encoder"], {"cross_keys": ["sentences", "src_len", L * d],
-                                                       "cross_values": ["sentences", "src_len", L * d],
-                                                       "init_self_cache": ["sentences", 1, 2 * L * d]})
+        to_onnx(encoder, (src, lengths), out_dir / GRAPHS["encoder"], ENCODER_INPUTS, contract.encoder_outputs,
+                {"src_tokens": {0: "sentences", 1: "src_len"}, "src_lengths": {0: "sentences"}, **per_sentence,
+                 **{init: {0: "sentences"} for init in contract.initial_state.values()}})
+        declare_outputs(out_dir / GRAPHS["encoder"],
+                        {**{name: ["sentences", H, "src_len", d_k] for name in contract.memory if name != SRC_MASK},
+                         **{init: ["sentences", H, 1, d_k] for init in contract.initial_state.values()}})
         # The direct graph takes one memory row per decoder row: trace it with the memory gathered.
-        row_memory = tuple(x[memory_index] for x in (cross_keys, cross_values, mask))
-        to_onnx(step, (prev, self_cache, *row_memory, *choice, positions),
-                out_dir / GRAPHS["decoder_step"], STEP_INPUTS, STEP_OUTPUTS,
-                {**step_axes, **{name: per_row for name in MEMORY}})
-        to_onnx(shared_step, (prev, self_cache, cross_keys, cross_values, mask, *choice, positions, memory_index),
-                out_dir / GRAPHS["decoder_step_shared"], SHARED_STEP_INPUTS, STEP_OUTPUTS,
-                {**step_axes, **{name: per_sentence for name in MEMORY}, "memory_index": {0: "rows"}})
+        row_memory = tuple(x[memory_index] for x in memory)
+        to_onnx(step, (prev, *caches, *row_memory, *choice, positions), out_dir / GRAPHS["decoder_step"],
+                contract.step_inputs(), contract.step_outputs, {**step_axes, **per_row})
+        declare_outputs(out_dir / GRAPHS["decoder_step"], new_caches)
+        to_onnx(shared_step, (prev, *caches, *memory, *choice, memory_index, positions),
+                out_dir / GRAPHS["decoder_step_shared"], contract.step_inputs(shared=True), contract.step_outputs,
+                {**step_axes, **per_sentence, "memory_index": {0: "rows"}})
+        declare_outputs(out_dir / GRAPHS["decoder_step_shared"], new_caches)
 
 
 def declare_outputs(path: Path, shapes: dict[str, list]) -> None:
@@ -234,13 +305,16 @@ def declare_outputs(path: Path, shapes: dict[str, list]) -> None:
 # --- the graphs in ONNX Runtime, without the serving engine -------------------------------
 
 def onnx_sessions(model_dir: Path) -> dict:
-    """The three graphs as ONNX Runtime CPU sessions, checked against the contract's names."""
+    """The three graphs as ONNX Runtime CPU sessions, checked against the contract's names
+    for the manifest's number of decoder layers."""
     import onnxruntime as ort
 
+    contract = Contract(load_manifest(model_dir, verify=False).dimensions["decoder_layers"])
     options = ort.SessionOptions()
     options.log_severity_level = 3
-    expected = {"encoder": (ENCODER_INPUTS, ENCODER_OUTPUTS), "decoder_step": (STEP_INPUTS, STEP_OUTPUTS),
-                "decoder_step_shared": (SHARED_STEP_INPUTS, STEP_OUTPUTS)}
+    expected = {"encoder": (ENCODER_INPUTS, contract.encoder_outputs),
+                "decoder_step": (contract.step_inputs(), contract.step_outputs),
+                "decoder_step_shared": (contract.step_inputs(shared=True), contract.step_outputs)}
     sessions = {}
     for name, file in GRAPHS.items():
         session = ort.InferenceSession(str(model_dir / file), options, providers=["CPUExecutionProvider"])
@@ -251,15 +325,26 @@ def onnx_sessions(model_dir: Path) -> dict:
     return sessions
 
 
-def onnx_step(session, prev: np.ndarray, self_cache: np.ndarray, memory: tuple, bias: np.ndarray, k: int,
-              forced: np.ndarray, positions: np.ndarray, memory_index: np.ndarray | None = None
-              ) -> dict[str, np.ndarray]:
-    """One run of a step graph; memory is (cross_keys, cross_values, src_mask)."""
-    feeds = {"prev_tokens": prev, "self_cache": self_cache, **dict(zip(MEMORY, memory)), "vocab_bias": bias,
-             "k": np.array([k], dtype=np.int64), "forced_tokens": forced, POSITIONS: positions}
+def onnx_step(session, prev: np.ndarray, caches: dict[str, np.ndarray], memory: dict[str, np.ndarray],
+              bias: np.ndarray, k: int, forced: np.ndarray, positions: np.ndarray,
+              memory_index: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """One run of a step graph: caches and memory by name (the contract's step_state inputs
+    and memory); returns every output by name."""
+    feeds = {"prev_tokens": prev, **caches, **memory, "vocab_bias": bias, "k": np.array([k], dtype=np.int64),
+             "forced_tokens": forced, POSITIONS: positions}
     if memory_index is not None:
         feeds["memory_index"] = memory_index
-    return dict(zip(STEP_OUTPUTS, session.run(list(STEP_OUTPUTS), feeds)))
+    outputs = [o.name for o in session.get_outputs()]
+    return dict(zip(outputs, session.run(outputs, feeds)))
+
+
+def onnx_encode(sessions: dict, contract: Contract, src: np.ndarray, lengths: np.ndarray
+           ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The encoder graph on a padded batch: (memory, each cache's initial value), by name."""
+    outputs = dict(zip(contract.encoder_outputs, sessions["encoder"].run(
+        list(contract.encoder_outputs), {"src_tokens": src, "src_lengths": lengths})))
+    return ({name: outputs[name] for name in contract.memory},
+            {name: outputs[init] for name, init in contract.initial_state.items()})
 
 
 @dataclass
@@ -272,15 +357,15 @@ class Trace:
 
 
 def left_pad(cache: np.ndarray, length: int) -> np.ndarray:
-    """R x T x W -> R x length x W, zeros before: a row's own entries stay last."""
-    return np.pad(cache, ((0, 0), (length - cache.shape[1], 0), (0, 0)))
+    """R x H x T x d_k -> R x H x length x d_k, zeros before: a row's own entries stay last."""
+    return np.pad(cache, ((0, 0), (0, 0), (length - cache.shape[POSITION_AXIS], 0), (0, 0)))
 
 
 def onnx_greedy(sessions: dict, sources: list[list[int]], vocab_size: int, join_at: list[int] | None = None,
                 teacher: list[list[int]] | None = None, max_ratio: float = 1.5, max_extra: int = 10,
                 check_shared: bool = True) -> tuple[list[Trace], float]:
     """Greedy search with the direct step graph, the rows in one batch as the server keeps
-    them: sentence i joins at step join_at[i] (default 0) with its encoder's initial cache,
+    them: sentence i joins at step join_at[i] (default 0) with its encoder's initial caches,
     left-padded (or the others' padded) to the batch's T, and leaves at </s> or its length
     limit (`model/search.py` greedy_decode's). forced_tokens are `teacher`'s (else </s>).
     Each step also runs the shared graph (unless not `check_shared`), on per-sentence memory
@@ -288,24 +373,25 @@ def onnx_greedy(sessions: dict, sources: list[list[int]], vocab_size: int, join_
     largest difference from the direct one."""
     n = len(sources)
     join_at = join_at or [0] * n
+    contract = Contract.of_sessions(sessions)
     batch = make_batch(sources, None, list(range(n)))
     lengths = batch.lengths.numpy()
-    *memory, init_cache = sessions["encoder"].run(list(ENCODER_OUTPUTS), {"src_tokens": batch.src.numpy(),
-                                                                         "src_lengths": lengths})
+    memory, initial = onnx_encode(sessions, contract, batch.src.numpy(), lengths)   # N x ..., N x H x 1 x d_k
     limit = length_limits(batch.lengths, max_ratio, max_extra).numpy()
     bias = no_specials_bias(vocab_size)
     traces = [Trace() for _ in range(n)]
     rows = np.zeros(0, dtype=np.int64)                          # R: each row's sentence
     prev = np.zeros(0, dtype=np.int64)                          # R
     positions = np.zeros(0, dtype=np.int64)                     # R: steps each row has taken
-    cache = np.zeros((0, 1, init_cache.shape[2]), dtype=np.float32)   # R x T x 2Ld
+    caches = {name: value[:0] for name, value in initial.items()}                  # R x H x T x d_k each
     shared_diff = 0.0
     step = 0
     while rows.size or step <= max(join_at):
         joining = np.array([i for i in range(n) if join_at[i] == step], dtype=np.int64)
         if joining.size:
-            T = max(cache.shape[1], init_cache.shape[1])
-            cache = np.concatenate([left_pad(cache, T), left_pad(init_cache[joining], T)])
+            T = max(c.shape[POSITION_AXIS] for c in (*caches.values(), *initial.values()))
+            caches = {name: np.concatenate([left_pad(cache, T), left_pad(initial[name][joining], T)])
+                      for name, cache in caches.items()}
             rows = np.concatenate([rows, joining])
             prev = np.concatenate([prev, np.full(joining.size, BOS_ID)])
             positions = np.concatenate([positions, np.zeros(joining.size, dtype=np.int64)])
@@ -314,14 +400,15 @@ def onnx_greedy(sessions: dict, sources: list[list[int]], vocab_size: int, join_
             continue
         forced = np.array([teacher[i][t] if teacher and t < len(teacher[i]) else EOS_ID
                            for i, t in zip(rows, positions)], dtype=np.int64)
-        row_memory = tuple(m[rows] for m in memory)
-        out = onnx_step(sessions["decoder_step"], prev, cache, row_memory, bias, PARITY_TOPK, forced, positions)
+        row_memory = {name: m[rows] for name, m in memory.items()}
+        out = onnx_step(sessions["decoder_step"], prev, caches, row_memory, bias, PARITY_TOPK, forced, positions)
         beams = np.repeat(np.arange(rows.size), 1 + np.arange(rows.size) % 3)       # [0, 1, 1, 2, 2, 2, 3 ...]
         checks = ((np.arange(rows.size), bias), (beams, np.repeat(bias, beams.size, axis=0))) if check_shared else ()
         for copies, row_bias in checks:
-            shared = onnx_step(sessions["decoder_step_shared"], prev[copies], cache[copies], memory, row_bias,
-                               PARITY_TOPK, forced[copies], positions[copies], rows[copies])
-            shared_diff = max(shared_diff, *(max_diff(shared[name], out[name][copies]) for name in STEP_OUTPUTS))
+            shared = onnx_step(sessions["decoder_step_shared"], prev[copies],
+                               {name: c[copies] for name, c in caches.items()}, memory, row_bias, PARITY_TOPK,
+                               forced[copies], positions[copies], rows[copies])
+            shared_diff = max(shared_diff, *(max_diff(shared[name], out[name][copies]) for name in out))
         tokens = out["topk_ids"][:, 0]                                               # R
         keep = []
         for r, (i, token) in enumerate(zip(rows, tokens)):
@@ -333,7 +420,7 @@ def onnx_greedy(sessions: dict, sources: list[list[int]], vocab_size: int, join_
             if token != EOS_ID and positions[r] + 1 < limit[i]:
                 keep.append(r)
         rows, prev, positions = rows[keep], tokens[keep], positions[keep] + 1
-        cache = out["new_self_cache"][keep]
+        caches = {name: out[new][keep] for name, new in contract.step_state.items()}
     return traces, shared_diff
 
 
@@ -373,17 +460,17 @@ def torch_greedy(model: Transformer, sources: list[list[int]], max_ratio: float 
 
 @torch.no_grad()
 def memory_difference(model: Transformer, sessions: dict, sources: list[list[int]]) -> float:
-    """The encoder graph's cross_keys and cross_values against Transformer.start's, on real tokens."""
+    """The encoder graph's cross_keys_l and cross_values_l against Transformer.start's, on real tokens."""
     batch = make_batch(sources, None, list(range(len(sources))))
-    cross_keys, cross_values, mask, _ = sessions["encoder"].run(
-        list(ENCODER_OUTPUTS), {"src_tokens": batch.src.numpy(), "src_lengths": batch.lengths.numpy()})
+    contract = Contract(len(model.decoder.layers))
+    memory, _ = onnx_encode(sessions, contract, batch.src.numpy(), batch.lengths.numpy())
+    mask = memory[SRC_MASK]                                              # N x S
     state = model.start(*model.encode(batch.src, batch.lengths))
+    theirs = [kv.numpy() for layer in state.memory_kv for kv in layer]  # N x H x S x d_k each, in memory's order
     worst = 0.0
-    for i, (keys, values) in enumerate(state.memory_kv):                 # N x H x S x d_k each
-        d = model.cfg.d_model
-        for ours, theirs in ((cross_keys, keys), (cross_values, values)):
-            theirs = theirs.transpose(1, 2).flatten(2).numpy()           # N x S x d, heads side by side
-            worst = max(worst, max_diff(ours[:, :, i * d:(i + 1) * d][mask], theirs[mask]))
+    for name, their in zip(contract.memory, theirs):
+        # the real pieces of every sentence: (pieces, H, d_k)
+        worst = max(worst, max_diff(memory[name].transpose(0, 2, 1, 3)[mask], their.transpose(0, 2, 1, 3)[mask]))
     return worst
 
 
@@ -423,13 +510,24 @@ def export(checkpoint: Path, tokenizer: Path, out_dir: Path, name: str, source_l
     `alignment`: (decoder layer, head or -1 for their mean) whose cross-attention becomes α,
     either None for the checkpoint's own (the guided head when trained with one). `shift_att`:
     the server reads each piece's α from the step after it (a head trained with `shift_head`)."""
-    model = round_to_half(load_model(checkpoint))
+    model = load_model(checkpoint)
     if not isinstance(model, Transformer):
         raise ValueError(f"{checkpoint} holds a {type(model).__name__}, not a Transformer")
     layer, head = alignment
     if layer is not None or head is not None:
         model.cfg = replace(model.cfg, alignment_layer=model.cfg.alignment_layer if layer is None else layer,
                             alignment_head=model.cfg.alignment_head if head is None else head)  # validated
+    return export_model(model, tokenizer, out_dir, name, source_language, target_language, parity_sentences,
+                        training, tolerance, shift_att)
+
+
+def export_model(model: Transformer, tokenizer: Path, out_dir: Path, name: str, source_language: str,
+                 target_language: str, parity_sentences: list[str], training: dict | None = None,
+                 tolerance: float = 1e-4, shift_att: bool = False) -> dict:
+    """`export` of a network already loaded (its weights rounded to float16 here), α from its
+    cfg's alignment layer and head."""
+    model = round_to_half(model)
+    contract = Contract(len(model.decoder.layers))
     tok = Tokenizer(tokenizer)
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
@@ -440,7 +538,8 @@ def export(checkpoint: Path, tokenizer: Path, out_dir: Path, name: str, source_l
         files = [*GRAPHS.values(), "weights.bin", MODEL_FILE, "checkpoint.pt"]
         manifest = base_manifest(name, "Transformer", source_language, target_language, len(tok),
                                  model.cfg.to_dict(), dict(GRAPHS), file_entries(tmp, files), training)
-        manifest.update(memory=list(MEMORY), step_state=dict(STEP_STATE), initial_state=dict(INITIAL_STATE),
+        manifest.update(memory=list(contract.memory), step_state=contract.step_state,
+                        initial_state=contract.initial_state, position_axes=contract.position_axes,
                         alignment={"layer": model.cfg.alignment_layer, "heads": alignment_heads(model),
                                    **({"shift_att": True} if shift_att else {})})
         sources = [tok.encode(s) for s in parity_sentences]

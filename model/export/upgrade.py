@@ -1,9 +1,16 @@
-"""`attnmt upgrade-model`: a schema_version 1 model directory (a step graph
-returning log_probs[R,V]) re-exported as schema_version 2 from what it already
-holds, its float16 `checkpoint.pt` and `spm.model`. The export is the ordinary
-one (`model/export/rnnsearch.py`), parity check included; what the old manifest knew about the
-model (name, version, languages, training card, test scores, quantization)
-carries over, and files beside it (eval/) are kept.
+"""`attnmt upgrade-model`: a model directory of an older schema re-exported in the
+current one from what it already holds, its float16 `checkpoint.pt` and `spm.model`:
+
+- schema_version 1 (a step graph returning log_probs[R,V]), an RNNsearch;
+- a schema_version 2 Transformer (its caches and cross K/V one [R,T,2*L*d] and two
+  [N,S,L*d] tensors, sliced and transposed to heads at every step), into the head-major
+  layout of `model/export/transformer.py`; without a checkpoint.pt, from the weights read
+  back from its graphs (`recover.py`). A schema 2 RNNsearch is served as it is.
+
+The export is the ordinary one (`rnnsearch.py`, `transformer.py`), parity check included;
+what the old manifest knew about the model (name, version, languages, training card, test
+scores, quantization; a Transformer's alignment, hard links and quality too) carries over,
+and files beside it (eval/) are kept.
 """
 
 from __future__ import annotations
@@ -14,9 +21,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from attnmt.model.export.rnnsearch import export
+from attnmt.corpus.splits import corpus_files, read_parallel
+from attnmt.model.export import rnnsearch, transformer
+from attnmt.model.export.recover import load_model_directory
 from attnmt.model.tokenizer import MODEL_FILE
-from attnmt.service.modeldir.corpus import corpus_files, read_parallel
 from attnmt.service.modeldir.manifest import MANIFEST, SCHEMA_VERSION, write_manifest
 
 # For a directory whose training data is not at hand: short everyday, software and Bible Spanish.
@@ -48,7 +56,7 @@ def parity_sources(training: dict, count: int = 64) -> list[str]:
     return sentences or list(FALLBACK_SENTENCES)
 
 
-def read_schema_1(model_dir: Path) -> dict:
+def read_old(model_dir: Path) -> dict:
     """The old manifest, or UpgradeError saying why this directory cannot be upgraded."""
     path = model_dir / MANIFEST
     if not path.is_file():
@@ -57,9 +65,15 @@ def read_schema_1(model_dir: Path) -> dict:
     version = old.get("schema_version")
     if version == SCHEMA_VERSION:
         raise UpgradeError(f"{model_dir}: already schema_version {SCHEMA_VERSION}, nothing to upgrade")
-    if version != 1:
-        raise UpgradeError(f"{model_dir}: schema_version {version!r}; upgrade-model reads schema_version 1")
-    if not (model_dir / "checkpoint.pt").is_file():
+    is_transformer = old.get("architecture") == "Transformer"
+    if version == 2 and not is_transformer:
+        raise UpgradeError(f"{model_dir}: a schema_version 2 {old.get('architecture', 'RNNsearch')} is served as it "
+                           "is, nothing to upgrade")
+    if version not in (1, 2):
+        raise UpgradeError(f"{model_dir}: schema_version {version!r}; upgrade-model reads schema_version 1, "
+                           "and 2 for a Transformer")
+    # A float Transformer's weights can be read back from its graphs; an int8 one's cannot.
+    if not (model_dir / "checkpoint.pt").is_file() and (not is_transformer or old.get("quantization")):
         raise UpgradeError(f"{model_dir}: no checkpoint.pt to re-export from (an int8 directory holds no float "
                            "weights: upgrade the float directory it was quantized from, then quantize again)")
     return old
@@ -67,17 +81,25 @@ def read_schema_1(model_dir: Path) -> dict:
 
 def upgrade_model(model_dir: Path, out_dir: Path | None = None, tolerance: float = 1e-4) -> dict:
     """Upgrade `model_dir` into `out_dir` (default: in place); returns the new manifest."""
-    old = read_schema_1(model_dir)
+    old = read_old(model_dir)
     training = old.get("training") or {}
     out_dir = out_dir or model_dir
+    described = (old["name"], old["source_language"], old["target_language"], parity_sources(training), training,
+                 tolerance)
     with tempfile.TemporaryDirectory() as tmp_name:
         staged = Path(tmp_name) / "model"
-        manifest = export(model_dir / "checkpoint.pt", model_dir / old.get("tokenizer", MODEL_FILE), staged,
-                          old["name"], old["source_language"], old["target_language"], parity_sources(training),
-                          training, tolerance)
+        tokenizer = model_dir / old.get("tokenizer", MODEL_FILE)
+        if old.get("architecture") == "Transformer":
+            # its cfg holds the α the old export chose (alignment layer and head)
+            manifest = transformer.export_model(load_model_directory(model_dir), tokenizer, staged, *described,
+                                                shift_att=bool((old.get("alignment") or {}).get("shift_att")))
+            for key, value in old.items():       # what was measured on these weights: hard links, quality
+                manifest.setdefault(key, value)
+        else:
+            manifest = rnnsearch.export(model_dir / "checkpoint.pt", tokenizer, staged, *described)
         # Same weights, so the same version and the same measured scores.
         manifest.update(version=old["version"], evaluation=old.get("evaluation") or {},
-                        upgraded={"from_schema_version": 1, "date": dt.date.today().isoformat()})
+                        upgraded={"from_schema_version": old["schema_version"], "date": dt.date.today().isoformat()})
         if old.get("quantization") is not None:
             manifest["quantization"] = old["quantization"]
         write_manifest(staged, manifest)

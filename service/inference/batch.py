@@ -32,7 +32,7 @@ from attnmt.service.inference.beam import advance_beams
 from attnmt.service.inference.device import DeviceSlots
 from attnmt.service.inference.engine import Engine, StepOutput
 from attnmt.service.inference.search import BEAM, FORCED, GREEDY, Search
-from attnmt.service.inference.slots import Memory, RowMemory, Rows
+from attnmt.service.inference.slots import Memory, RowMemory, Rows, positions
 from attnmt.service.inference.vocab_bias import VocabularyBias
 from attnmt.service.modeldir.manifest import SRC_MASK
 
@@ -124,7 +124,8 @@ class DecodeBatch:
             encoded = self.engine.encode([s.source for s in group])
             for i, search in enumerate(group):
                 n = search.src_len
-                memory = {name: value[i, :n] for name, value in encoded.memory.items()}
+                memory = {name: value[i][positions(self.engine.position_axis(name), 0, n)]
+                          for name, value in encoded.memory.items()}
                 state = {name: value[i] for name, value in encoded.init_state.items()}
                 search.encoded = (memory, state)
 
@@ -135,8 +136,11 @@ class DecodeBatch:
         joining = self._joining(searches)
         if self.memory is None:
             values, state, _ = joining[0]
-            self.memory = Memory({name: (value.shape[1:], value.dtype) for name, value in values.items()})
-            self.rows = Rows({name: value.shape for name, value in state.items()})
+            axes = self.engine.position_axes
+            beyond = {name: tuple(d for i, d in enumerate(value.shape) if i != axes.get(name, 1) - 1)
+                      for name, value in values.items()}             # the shape beyond the source axis
+            self.memory = Memory({name: (beyond[name], value.dtype) for name, value in values.items()}, axes)
+            self.rows = Rows({name: value.shape for name, value in state.items()}, axes)
         memory, rows = self.memory, self.rows
         memory.reserve(memory.n + len(searches), max(s.src_len for s in searches))
         rows.reserve(rows.n + len(searches), max(s.max_length for s in searches) + 1, memory.length)

@@ -55,7 +55,8 @@ class DeviceSlots:
             count = self.joined + len(sources)
             length = max(self.joined_memory[SRC_MASK].shape()[1], encoded.memory[SRC_MASK].shape()[1])
             self.joined_memory = self._gather_memory(self.joined_memory, encoded.memory, np.arange(count), length)
-            self.joined_state = {name: self._gather_rows(value, encoded.init_state[name], np.arange(count))
+            self.joined_state = {name: self._gather_rows(value, encoded.init_state[name], np.arange(count),
+                                                         axis=self.engine.position_axis(name))
                                  for name, value in self.joined_state.items()}
         self.joined += len(sources)
         return first
@@ -87,7 +88,8 @@ class DeviceSlots:
             new = self.joined_state or {name: self._empty_like(v) for name, v in old.items()}
             index = self._index(origin, before)
             length = cache_length() if cache_length is not None else 0
-            self.state = {name: self._gather_rows(old[name], new[name], index, length) for name in old}
+            axis = self.engine.position_axis
+            self.state = {name: self._gather_rows(old[name], new[name], index, length, axis(name)) for name in old}
             self.joined_state = {}
             self.joined = 0
             rows.origin[:R] = np.arange(R)
@@ -114,13 +116,16 @@ class DeviceSlots:
         return memory
 
     def _gather_rows(self, old: ort.OrtValue, new: ort.OrtValue, index: np.ndarray,
-                     cache_length: int = 0) -> ort.OrtValue:
+                     cache_length: int = 0, axis: int = 1) -> ort.OrtValue:
+        """Rows of Concat(old, new) at `index`; a growing state (rank 3 or more) padded or cut on
+        the left of its position `axis` to the live rows' `cache_length` (0: the longer part's)."""
         rank = len(old.shape())
         feeds = {"old": old, "new": new, "index": index}
         if rank >= 3:       # caches of different ages: aligned on the right, as long as the oldest live row
-            longer = max(old.shape()[1], new.shape()[1])
+            longer = max(old.shape()[axis], new.shape()[axis])
             feeds["length"] = np.array(min(longer, cache_length) if cache_length else longer, np.int64)
-        graph = self.engine.sessions.slot_graph(f"rows_gather_{rank}.onnx")
+        at = f"_at{axis}" if axis != 1 else ""
+        graph = self.engine.sessions.slot_graph(f"rows_gather_{rank}{at}.onnx")
         (rows,) = self.engine.run_on_device(graph, feeds, ("rows",))
         return rows
 

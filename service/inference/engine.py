@@ -81,11 +81,14 @@ class Engine:
         self.initial_state = self.sessions.initial_state    # input -> encoder output that starts it
         self.memory_names = tuple(self.manifest.memory)     # the encoder outputs every step reads
         self.encoder_outputs = encoder_outputs(self.memory_names, self.initial_state.values())
+        # the axis each memory tensor's source positions and each growing state's steps run along
+        self.position_axes = {name: self.manifest.position_axis(name) for name in (*self.memory_names,
+                                                                                    *self.state_names)}
         self.encoder = self.sessions.graph("encoder", ENCODER_INPUTS, self.encoder_outputs)
         self.decoder = self.sessions.step_graph("decoder_step")
         self.positions = self.sessions.positions            # whether the step graphs take POSITIONS
         self.cache_entry_bytes, self.cache_initial_length = _cache_size(self.decoder, self.encoder,
-                                                                        self.initial_state)
+                                                                        self.initial_state, self.position_axes)
         # The same graph with spinning threads, for steps while the server is idle (a lone
         # sentence's latency drops); without spinning under load, when the event loop needs
         # the cores. It costs some resident memory.
@@ -106,6 +109,10 @@ class Engine:
         if options.shortlist and self.manifest.shortlist:
             self.shortlist = Shortlist(self.model_dir / self.manifest.shortlist["file"], self.vocab_size,
                                        always=[self.eos_id, self.unk_id], never=never_generated(ids))
+
+    def position_axis(self, name: str) -> int:
+        """The axis a memory tensor's or step state's positions run along (manifest `position_axes`)."""
+        return self.position_axes.get(name, 1)
 
     @property
     def shared_decoder(self) -> ort.InferenceSession:
@@ -213,11 +220,11 @@ class Engine:
         return self._idle_decoder if idle and self._idle_decoder is not None else self.decoder
 
 
-def _cache_size(decoder: ort.InferenceSession, encoder: ort.InferenceSession,
-                initial_state: dict[str, str]) -> tuple[int, int]:
+def _cache_size(decoder: ort.InferenceSession, encoder: ort.InferenceSession, initial_state: dict[str, str],
+                axes: dict[str, int]) -> tuple[int, int]:
     """(bytes one position of every growing state takes in one row, the positions a row's
     growing state starts with). A growing state is a per-row state of rank 2 or more, a
-    Transformer's self-attention cache [R, T, ...] (modeldir/manifest.py); (0, 0) for an RNN."""
+    Transformer's self-attention cache [R, H, T, d_k] (modeldir/manifest.py); (0, 0) for an RNN."""
     steps = {i.name: i for i in decoder.get_inputs()}
     starts = {o.name: o for o in encoder.get_outputs()}
     entry, initial = 0, 0
@@ -225,10 +232,12 @@ def _cache_size(decoder: ort.InferenceSession, encoder: ort.InferenceSession,
         shape = steps[name].shape
         if len(shape) < 3:
             continue
-        if not all(isinstance(d, int) for d in shape[2:]):
+        axis = axes.get(name, 1)
+        fixed = [d for i, d in enumerate(shape) if i not in (0, axis)]
+        if not all(isinstance(d, int) for d in fixed):
             raise ModelLoadError(f"decoder_step input {name} {shape}: a growing state needs fixed sizes "
-                                 "beyond its first two axes (rows, positions)")
-        entry += int(np.prod(shape[2:])) * 4                      # float32
-        start = starts[output].shape[1]
+                                 f"on every axis but its rows (0) and positions ({axis})")
+        entry += int(np.prod(fixed)) * 4                          # float32
+        start = starts[output].shape[axis]
         initial = max(initial, start if isinstance(start, int) else 0)
     return entry, initial

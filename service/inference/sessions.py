@@ -224,16 +224,19 @@ class Sessions:
 
     def memory_gathers(self, encoder: ort.InferenceSession) -> dict[str, str]:
         """The slot graph that gathers each memory tensor on the device path, by the encoder
-        output's element type and rank (memory_gather_float_3.onnx); refused where the service
-        ships none."""
+        output's element type, rank and source axis (memory_gather_float_3.onnx,
+        memory_gather_float_4_at2.onnx); refused where the service ships none."""
         outputs = {o.name: o for o in encoder.get_outputs()}
         files = {}
         for name in self.manifest.memory:
             kind, rank = outputs[name].type.removeprefix("tensor(").removesuffix(")"), len(outputs[name].shape or ())
-            files[name] = f"memory_gather_{kind}_{rank}.onnx"
+            axis = self.manifest.position_axis(name)
+            at = f"_at{axis}" if axis != 1 else ""
+            files[name] = f"memory_gather_{kind}_{rank}{at}.onnx"
             if not (SLOT_GRAPHS / files[name]).is_file():
-                raise ModelLoadError(f"{self.model_dir}: memory {name!r} ({outputs[name].type}, rank {rank}) has "
-                                     f"no slot graph for the device path ({files[name]}); set io_binding off")
+                where = f", source axis {axis}" if axis != 1 else ""
+                raise ModelLoadError(f"{self.model_dir}: memory {name!r} ({outputs[name].type}, rank {rank}{where}) "
+                                     f"has no slot graph for the device path ({files[name]}); set io_binding off")
         return files
 
     def slot_graph(self, name: str) -> ort.InferenceSession:

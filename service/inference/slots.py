@@ -28,13 +28,26 @@ def _rounded(length: int) -> int:
     return (length + 7) // 8 * 8
 
 
-def _head(array: np.ndarray, length: int, live: int) -> np.ndarray:
-    """The first `length` source positions of the first `live` slots or rows, contiguous
-    (ONNX Runtime would copy a strided view at every step), in an array of the same
-    capacity whose other entries are zeros: only the live entries are copied, the
-    capacity often being several times the live rows."""
-    out = np.zeros((array.shape[0], length, *array.shape[2:]), dtype=array.dtype)
-    out[:live] = array[:live, :length]
+def positions(axis: int, start: int | None = None, stop: int | None = None) -> tuple:
+    """An index of one entry (a sentence's or row's tensor, axis 0 gone) that takes
+    positions [start, stop) along `axis` of the batched tensor (axis >= 1)."""
+    return (slice(None),) * (axis - 1) + (slice(start, stop),)
+
+
+def _resized(shape: tuple[int, ...], entries: int, axis: int, length: int) -> tuple[int, ...]:
+    """`shape` with `entries` on axis 0 and `length` positions on `axis`."""
+    out = list(shape)
+    out[0], out[axis] = entries, length
+    return tuple(out)
+
+
+def _head(array: np.ndarray, length: int, live: int, axis: int = 1) -> np.ndarray:
+    """The first `length` positions along `axis` of the first `live` slots or rows,
+    contiguous (ONNX Runtime would copy a strided view at every step), in an array of
+    the same capacity whose other entries are zeros: only the live entries are copied,
+    the capacity often being several times the live rows."""
+    out = np.zeros(_resized(array.shape, array.shape[0], axis, length), dtype=array.dtype)
+    out[:live] = array[(slice(0, live), *positions(axis, 0, length))]
     return out
 
 
@@ -51,11 +64,17 @@ class Memory:
     """Sentence slots [0, n): the attention memory the decoder step reads, each declared
     tensor N x S x ..., zero (False) beyond a sentence's length."""
 
-    def __init__(self, shapes: dict[str, tuple[tuple[int, ...], np.dtype]]):
-        """shapes: each memory tensor's shape beyond N x S and its dtype, by name (src_mask: (), bool)."""
+    def __init__(self, shapes: dict[str, tuple[tuple[int, ...], np.dtype]], axes: dict[str, int] | None = None):
+        """shapes: each memory tensor's shape beyond its sentence and source axes and its dtype,
+        by name (src_mask: (), bool); axes: the axis of the batched tensor its source positions
+        run along (default 1)."""
         self.n = 0
         self.capacity, self.length = 0, 0
-        self.tensors = {name: np.zeros((0, 0, *shape), dtype=dtype) for name, (shape, dtype) in shapes.items()}
+        self.axes = {name: (axes or {}).get(name, 1) for name in shapes}
+        self.tensors = {}
+        for name, (shape, dtype) in shapes.items():
+            axis = self.axes[name]
+            self.tensors[name] = np.zeros((0, *shape[:axis - 1], 0, *shape[axis - 1:]), dtype=dtype)
         self.tag = np.zeros(0, dtype=np.int64)       # N: which add() filled the slot (unique)
         self.origin = np.zeros(0, dtype=np.int64)    # N: where the slot's numbers are on the device (device.py)
         self._added = 0
@@ -78,7 +97,7 @@ class Memory:
             capacity = max(n, 2 * self.capacity)
         length = max(self.length, _rounded(length))
         for name, array in self.tensors.items():
-            self.tensors[name] = _grown(array, (capacity, length, *array.shape[2:]), self.n)
+            self.tensors[name] = _grown(array, _resized(array.shape, capacity, self.axes[name], length), self.n)
         self.tag = _grown(self.tag, (capacity,), self.n)
         self.origin = _grown(self.origin, (capacity,), self.n)
         self.capacity, self.length = capacity, length
@@ -92,18 +111,21 @@ class Memory:
         a server's random mix."""
         length = _rounded(longest)
         if self.length > 16 and length <= self.length * 7 // 8:
-            self.tensors = {name: _head(array, length, self.n) for name, array in self.tensors.items()}
+            self.tensors = {name: _head(array, length, self.n, self.axes[name])
+                            for name, array in self.tensors.items()}
             self.length = length
             self.version += 1
 
     def add(self, values: dict[str, np.ndarray], origin: int = 0) -> int:
-        """Store one encoded sentence: each memory tensor src_len x ... by name (on the device
-        path only src_mask, its numbers being at `origin` on the device); returns its slot."""
+        """Store one encoded sentence: each memory tensor with src_len positions, by name (on
+        the device path only src_mask, its numbers being at `origin` on the device); returns
+        its slot."""
         slot, n = self.n, len(values[SRC_MASK])
         self.reserve(slot + 1, n)
         for name, array in self.tensors.items():
-            array[slot, :n] = values[name]
-            array[slot, n:] = 0
+            axis = self.axes[name]
+            array[slot][positions(axis, 0, n)] = values[name]
+            array[slot][positions(axis, n)] = 0
         self.tag[slot] = self._added
         self.origin[slot] = origin
         self._added += 1
@@ -144,27 +166,28 @@ class RowMemory:
     def view(self, memory: Memory, slots: np.ndarray) -> dict[str, np.ndarray]:
         """The memory by name, R x S x ..., row r holding memory slot slots[r]."""
         R = len(slots)
+        axes = memory.axes
         if memory.length < self.length and len(self.tag) >= R:    # the memory shrank: so do the copies
             L = self.length = memory.length
-            self.tensors = {name: _head(array, L, R) for name, array in self.tensors.items()}
+            self.tensors = {name: _head(array, L, R, axes[name]) for name, array in self.tensors.items()}
             np.minimum(self.filled, L, out=self.filled)
             self.tag[R:], self.filled[R:] = -1, 0          # rows past R were not copied
         if self.length != memory.length or len(self.tag) < R:
             capacity = max(R, 2 * len(self.tag) if R > len(self.tag) else len(self.tag), 8)
-            self.tensors = {name: np.zeros((capacity, memory.length, *array.shape[2:]), array.dtype)
+            self.tensors = {name: np.zeros(_resized(array.shape, capacity, axes[name], memory.length), array.dtype)
                             for name, array in memory.tensors.items()}
             self.tag = np.full(capacity, -1, dtype=np.int64)
             self.filled = np.zeros(capacity, dtype=np.int64)
             self.length = memory.length
         tags = memory.tag[slots]
         stale = np.flatnonzero(self.tag[:R] != tags)
-        pairs = [(self.tensors[name], array) for name, array in memory.tensors.items()]     # (copy, memory)
+        triples = [(self.tensors[name], array, axes[name]) for name, array in memory.tensors.items()]
         mask = memory.mask
         for row, slot in zip(stale.tolist(), slots[stale].tolist()):
             n = int(mask[slot].sum())                 # the sentence's source length
             end = max(n, int(self.filled[row]))       # beyond n: zeros, as in the memory itself
-            for copy, array in pairs:
-                copy[row, :end] = array[slot, :end]
+            for copy, array, axis in triples:         # (the row's copy, the memory, its source axis)
+                copy[row][positions(axis, 0, end)] = array[slot][positions(axis, 0, end)]
             self.filled[row] = n
         self.tag[stale] = tags[stale]
         return {name: array[:R] for name, array in self.tensors.items()}
@@ -173,8 +196,11 @@ class RowMemory:
 class Rows:
     """Hypothesis rows [0, n) and their histories."""
 
-    def __init__(self, state_shapes: dict[str, tuple[int, ...]]):
+    def __init__(self, state_shapes: dict[str, tuple[int, ...]], axes: dict[str, int] | None = None):
+        """state_shapes: each step state's shape for one row, by name; axes: the axis of the
+        batched state a growing state's positions run along (default 1)."""
         self.n = 0
+        self.axes = {name: (axes or {}).get(name, 1) for name in state_shapes}
         self.capacity, self.max_steps, self.length = 0, 0, 0
         self.state = {name: np.zeros((0, *shape), dtype=np.float32) for name, shape in state_shapes.items()}
         self.prev = np.zeros(0, dtype=np.int64)          # R: the token each row feeds next
@@ -217,18 +243,21 @@ class Rows:
         return array
 
     def put_state(self, row: int, state: dict[str, np.ndarray]) -> None:
-        """A joining row's initial state. A per-row state of rank 2 or more whose first axis
-        differs from the batch's (a cache, manifest.py) is aligned on the right: the shorter
-        one is padded with zeros on the left, the batch's if the row's is longer."""
+        """A joining row's initial state. A per-row state of rank 2 or more whose positions
+        differ in number from the batch's (a cache, manifest.py) is aligned on the right:
+        the shorter one is padded with zeros on the left, the batch's if the row's is longer."""
         for name, value in state.items():
             array = self._state_rows(name, row + 1)
-            if value.ndim >= 2 and value.shape[0] != array.shape[1]:
-                if value.shape[0] > array.shape[1]:
+            axis = self.axes[name]
+            if value.ndim >= 2 and value.shape[axis - 1] != array.shape[axis]:
+                has, wants = array.shape[axis], value.shape[axis - 1]
+                if wants > has:
                     grown = np.zeros((self.capacity, *value.shape), dtype=array.dtype)
-                    grown[:self.n, value.shape[0] - array.shape[1]:] = array[:self.n]
+                    grown[(slice(0, self.n), *positions(axis, wants - has))] = array[:self.n]
                     array = self.state[name] = grown
-                array[row, :array.shape[1] - value.shape[0]] = 0
-                array[row, array.shape[1] - value.shape[0]:] = value
+                    has = wants
+                array[row][positions(axis, 0, has - wants)] = 0
+                array[row][positions(axis, has - wants)] = value
             else:
                 array[row] = value
 
@@ -256,9 +285,10 @@ class Rows:
         beam 5: 6 GB and 30 minutes instead of 2). Cut when a quarter or more is dead, so the
         copy is paid rarely; `keep` 0 once the batch is empty."""
         for name, array in self.state.items():
-            T = array.shape[1] if array.ndim >= 3 else 0
+            axis = self.axes[name]
+            T = array.shape[axis] if array.ndim >= 3 else 0
             if T > keep and (4 * (T - keep) >= T or self.n == 0):
-                self.state[name] = np.ascontiguousarray(array[:self.n, T - keep:])
+                self.state[name] = np.ascontiguousarray(array[(slice(0, self.n), *positions(axis, T - keep))])
 
     def add(self, count: int) -> np.ndarray:
         """Append `count` rows (reserve first); returns their indices."""

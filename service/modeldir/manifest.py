@@ -41,11 +41,18 @@ assumes an RNN, so another attention architecture fits the same
 worker:
 - a step graph may take `positions[R]` int64, each row's step (0 at the first);
 - a state tensor of per-row rank 2 or more (a Transformer decoder's self-attention
-  cache, [R,T,d]) may grow along axis 1 from step to step. Rows of different ages
-  share the batch's T: a shorter cache is padded with zeros on the left, so every
-  row's newest entry is last and a row's own entries are its last positions[r]
+  cache, [R,H,T,d_k]) may grow along its position axis from step to step. Rows of
+  different ages share the batch's T: a shorter cache is padded with zeros on the left,
+  so every row's newest entry is last and a row's own entries are its last positions[r]
   (or however many its initial state had, plus one per step); the graph masks the
   rest itself.
+- `position_axes` names the memory tensors and step states whose positions (source
+  pieces for the memory, steps for a growing state) run along another axis than 1:
+  a Transformer keeps each layer's keys and values head-major, [N,H,S,d_k] and
+  [R,H,T,d_k] (axis 2), the layout its attention reads without a copy. The encoder's
+  initial state takes its state's axis. Absent: axis 1 for every tensor.
+
+Schema 3 added `position_axes`; schema 2 directories (every axis 1) are read as they are.
 
 Schema 1 (a step returning log_probs[R,V]) is refused with a pointer to
 `attnmt upgrade-model DIR`, which re-exports from the directory's checkpoint.pt.
@@ -64,7 +71,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from attnmt.service.errors import ModelLoadError
 from attnmt.service.modeldir.links import LINK_RULES
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+READABLE_SCHEMAS = (2, 3)     # schema 2: no position_axes
 MANIFEST = "manifest.json"
 
 ENCODER_INPUTS = ("src_tokens", "src_lengths")
@@ -142,6 +150,8 @@ class Manifest(BaseModel):
     initial_state: dict[str, str] = Field(default_factory=lambda: {"state": "init_state"})  # state -> encoder output
     # The encoder outputs kept once per sentence and fed to every step under the same names (above).
     memory: list[str] = Field(default_factory=lambda: list(MEMORY))
+    # Memory tensors and step states whose positions are not on axis 1, by name: the axis (above).
+    position_axes: dict[str, int] = Field(default_factory=dict)
     # Which cross-attention becomes α ({"layer": -1, "heads": [0]}: the mean of those heads of that
     # decoder layer); the step graph computes α. "shift_att": true, each target piece's row is read
     # from the next step, the one that takes the piece as its input (Chen et al. 2020; the Translator
@@ -196,6 +206,20 @@ class Manifest(BaseModel):
             raise ValueError(f"memory {self.memory}: {clash} are step inputs of their own")
         return self
 
+    @model_validator(mode="after")
+    def _position_axes_name_tensors(self) -> "Manifest":
+        for name, axis in self.position_axes.items():
+            if name not in set(self.memory) | set(self.step_state) or name == SRC_MASK:
+                raise ValueError(f"position_axes names {name!r}, which is neither a memory tensor (other than "
+                                 f"{SRC_MASK}) nor a step state")
+            if axis < 1:
+                raise ValueError(f"position_axes[{name!r}] is {axis}: axis 0 holds the sentences or rows")
+        return self
+
+    def position_axis(self, name: str) -> int:
+        """The axis along which `name`'s positions run (a memory tensor or a step state)."""
+        return self.position_axes.get(name, 1)
+
 
 def sha256_of(path: Path) -> str:
     h = hashlib.sha256()
@@ -231,9 +255,9 @@ def load_manifest(model_dir: Path, verify: bool = True) -> Manifest:
         raise ModelLoadError(f"{path}: schema_version 1 (a step graph returning full log-probabilities) is no "
                              f"longer served; run `attnmt upgrade-model {model_dir}` to re-export it from its "
                              "checkpoint.pt as schema_version 2")
-    if version != SCHEMA_VERSION:
+    if version not in READABLE_SCHEMAS:
         raise ModelLoadError(f"{path}: schema_version {version!r} is not supported "
-                             f"(this attnmt reads schema_version {SCHEMA_VERSION})")
+                             f"(this attnmt reads schema_version {' and '.join(map(str, READABLE_SCHEMAS))})")
     try:
         manifest = Manifest.model_validate(raw)
     except ValidationError as e:

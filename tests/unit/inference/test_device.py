@@ -37,11 +37,16 @@ def _sized(x: np.ndarray, length: int) -> np.ndarray:
     return out
 
 
-@pytest.mark.parametrize("kind,rank", slot_graphs.MEMORY_KINDS)
+MEMORY_GRAPHS = [(kind, rank, 1) for kind, rank in slot_graphs.MEMORY_KINDS] + list(slot_graphs.MEMORY_AT)
+ROWS_GRAPHS = [(rank, 1) for rank in slot_graphs.ROW_RANKS] + list(slot_graphs.ROWS_AT)
+
+
+@pytest.mark.parametrize("kind,rank,axis", MEMORY_GRAPHS)
 @pytest.mark.parametrize("old_rows,new_rows", [(3, 2), (0, 2), (3, 0)])
 @pytest.mark.parametrize("length", [4, 8, 16])
-def test_the_memory_graphs_cut_pad_and_gather(kind, rank, old_rows, new_rows, length):
-    session = ort.InferenceSession(str(SLOT_GRAPHS / f"memory_gather_{kind}_{rank}.onnx"),
+def test_the_memory_graphs_cut_pad_and_gather(kind, rank, axis, old_rows, new_rows, length):
+    """Positions on axis 1, or on `axis` (the same tensors with that axis moved there)."""
+    session = ort.InferenceSession(str(SLOT_GRAPHS / f"{slot_graphs.memory_gather_name(kind, rank, axis)}.onnx"),
                                    providers=["CPUExecutionProvider"])
     rng = np.random.default_rng(length)
     rest = [4, 2][:rank - 2]
@@ -52,17 +57,20 @@ def test_the_memory_graphs_cut_pad_and_gather(kind, rank, old_rows, new_rows, le
 
     old, new = tensor(old_rows, 8), tensor(new_rows, 5)
     index = rng.integers(0, old_rows + new_rows, size=6)
-    feeds = {"old": old, "new": new, "index": index, "length": np.array(length, np.int64)}
+    feeds = {"old": np.moveaxis(old, 1, axis).copy(), "new": np.moveaxis(new, 1, axis).copy(), "index": index,
+             "length": np.array(length, np.int64)}
     (got,) = session.run(["memory"], feeds)
     assert got.dtype == old.dtype
-    assert np.array_equal(got, np.concatenate([_sized(old, length), _sized(new, length)])[index])
+    expected = np.concatenate([_sized(old, length), _sized(new, length)])[index]
+    assert np.array_equal(got, np.moveaxis(expected, 1, axis))
 
 
-@pytest.mark.parametrize("rank", slot_graphs.ROW_RANKS)
-def test_the_rows_graph_gathers_old_and_new_rows(rank):
+@pytest.mark.parametrize("rank,axis", ROWS_GRAPHS)
+def test_the_rows_graph_gathers_old_and_new_rows(rank, axis):
     """From rank 3 (a cache per row) both parts are first aligned on the right: padded with
-    zeros on the left of axis 1, or cut there, to `length` entries."""
-    session = ort.InferenceSession(str(SLOT_GRAPHS / f"rows_gather_{rank}.onnx"), providers=["CPUExecutionProvider"])
+    zeros on the left of axis 1 (or `axis`), or cut there, to `length` entries."""
+    session = ort.InferenceSession(str(SLOT_GRAPHS / f"{slot_graphs.rows_gather_name(rank, axis)}.onnx"),
+                                   providers=["CPUExecutionProvider"])
     rng = np.random.default_rng(rank)
     rest = [3] * (rank - 2)
     old, new = rng.random((4, 5, *rest), np.float32), rng.random((2, 2, *rest), np.float32)
@@ -70,7 +78,7 @@ def test_the_rows_graph_gathers_old_and_new_rows(rank):
         new = rng.random((2, 5), np.float32)
     index = np.array([5, 0, 0, 3, 4])
     for length in ((5,) if rank == 2 else (5, 7, 4)):
-        feeds = {"old": old, "new": new, "index": index}
+        feeds = {"old": np.moveaxis(old, 1, axis).copy(), "new": np.moveaxis(new, 1, axis).copy(), "index": index}
         if rank >= 3:
             feeds["length"] = np.array(length, np.int64)
 
@@ -80,7 +88,7 @@ def test_the_rows_graph_gathers_old_and_new_rows(rank):
             out[:, length - n:] = x[:, x.shape[1] - n:]  # noqa: B023
             return out
         (got,) = session.run(["rows"], feeds)
-        assert np.array_equal(got, np.concatenate([right(old), right(new)])[index])
+        assert np.array_equal(got, np.moveaxis(np.concatenate([right(old), right(new)])[index], 1, axis))
 
 
 def _drive(engine, translator, plan):

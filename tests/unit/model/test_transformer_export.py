@@ -10,11 +10,9 @@ import pytest
 
 from attnmt.model.batching import make_batch
 from attnmt.model.export.transformer import (
-    ENCODER_OUTPUTS,
-    SHARED_STEP_INPUTS,
-    STEP_INPUTS,
-    STEP_OUTPUTS,
+    Contract,
     alignment_heads,
+    onnx_encode,
     onnx_greedy,
     onnx_sessions,
     onnx_step,
@@ -42,10 +40,12 @@ def test_export_writes_the_three_graphs_and_a_manifest(transformer_model, tiny_t
     assert manifest.schema_version == SCHEMA_VERSION and manifest.architecture == "Transformer"
     assert manifest.graphs == GRAPHS
     assert set(manifest.files) == {*GRAPHS.values(), "weights.bin", "spm.model", "checkpoint.pt"}
-    assert manifest.step_state == {"self_cache": "new_self_cache"}
-    assert manifest.initial_state == {"self_cache": "init_self_cache"}
+    assert manifest.step_state == {"self_keys_0": "new_self_keys_0", "self_values_0": "new_self_values_0"}
+    assert manifest.initial_state == {"self_keys_0": "init_self_keys_0", "self_values_0": "init_self_values_0"}
     raw = json.loads((transformer_model / "manifest.json").read_text())
-    assert raw["memory"] == ["cross_keys", "cross_values", "src_mask"]
+    assert raw["memory"] == ["cross_keys_0", "cross_values_0", "src_mask"]
+    # head-major: positions on axis 2 of every cache and cross K/V
+    assert raw["position_axes"] == {"cross_keys_0": 2, "cross_values_0": 2, "self_keys_0": 2, "self_values_0": 2}
     assert raw["alignment"] == {"layer": -1, "heads": [1]}      # the run's alignment_head
     dims = raw["dimensions"]
     assert (dims["encoder_layers"], dims["decoder_layers"], dims["d_model"], dims["heads"], dims["ffn_size"]) == \
@@ -60,29 +60,67 @@ def test_export_writes_the_three_graphs_and_a_manifest(transformer_model, tiny_t
                                                                                         / "best.pt")))
 
 
+def test_the_contract_names_each_layers_tensors():
+    contract = Contract(2)
+    assert contract.memory == ("cross_keys_0", "cross_values_0", "cross_keys_1", "cross_values_1", "src_mask")
+    assert contract.step_state == {"self_keys_0": "new_self_keys_0", "self_values_0": "new_self_values_0",
+                                   "self_keys_1": "new_self_keys_1", "self_values_1": "new_self_values_1"}
+    assert contract.initial_state == {name: f"init_{name}" for name in contract.step_state}
+    assert contract.position_axes == {name: 2 for name in (*contract.memory[:-1], *contract.step_state)}
+    assert contract.encoder_outputs == (*contract.memory, *contract.initial_state.values())
+    assert contract.step_inputs(shared=True) == ("prev_tokens", *contract.step_state, *contract.memory, "vocab_bias",
+                                                 "k", "forced_tokens", "memory_index", "positions")
+
+
 def test_graph_signatures_are_the_contract(transformer_model):
-    L, d, V = 1, 32, load_manifest(transformer_model).vocab_size
+    H, d_k, V = 2, 16, load_manifest(transformer_model).vocab_size
+    contract = Contract(1)
     sessions = onnx_sessions(transformer_model)              # checks the names and their order
     encoder = {o.name: (o.type, o.shape) for o in sessions["encoder"].get_outputs()}
-    assert encoder == {"cross_keys": ("tensor(float)", ["sentences", "src_len", L * d]),
-                       "cross_values": ("tensor(float)", ["sentences", "src_len", L * d]),
+    assert encoder == {"cross_keys_0": ("tensor(float)", ["sentences", H, "src_len", d_k]),
+                       "cross_values_0": ("tensor(float)", ["sentences", H, "src_len", d_k]),
                        "src_mask": ("tensor(bool)", ["sentences", "src_len"]),
-                       "init_self_cache": ("tensor(float)", ["sentences", 1, 2 * L * d])}
-    for name, inputs in (("decoder_step", STEP_INPUTS), ("decoder_step_shared", SHARED_STEP_INPUTS)):
+                       "init_self_keys_0": ("tensor(float)", ["sentences", H, 1, d_k]),
+                       "init_self_values_0": ("tensor(float)", ["sentences", H, 1, d_k])}
+    for name, shared in (("decoder_step", False), ("decoder_step_shared", True)):
         session = sessions[name]
         got = {i.name: (i.type, i.shape) for i in session.get_inputs()}
-        assert tuple(got) == inputs
-        memory_rows = "sentences" if name == "decoder_step_shared" else "rows"
-        assert got["self_cache"] == ("tensor(float)", ["rows", "cache_len", 2 * L * d])
-        assert got["cross_keys"] == got["cross_values"] == ("tensor(float)", [memory_rows, "src_len", L * d])
+        assert tuple(got) == contract.step_inputs(shared)
+        memory_rows = "sentences" if shared else "rows"
+        assert got["self_keys_0"] == got["self_values_0"] == ("tensor(float)", ["rows", H, "cache_len", d_k])
+        assert got["cross_keys_0"] == got["cross_values_0"] == ("tensor(float)", [memory_rows, H, "src_len", d_k])
         assert got["src_mask"] == ("tensor(bool)", [memory_rows, "src_len"])
         for ids in ("prev_tokens", "forced_tokens", "positions"):
             assert got[ids] == ("tensor(int64)", ["rows"])
         assert got["k"] == ("tensor(int64)", [1]) and got["vocab_bias"] == ("tensor(float)", ["bias_rows", V])
         outputs = {o.name: (o.type, o.shape) for o in session.get_outputs()}
-        assert tuple(outputs) == STEP_OUTPUTS
+        assert tuple(outputs) == contract.step_outputs
         assert outputs["topk_ids"] == ("tensor(int64)", ["rows", "k"])
-        assert outputs["new_self_cache"] == ("tensor(float)", ["rows", "new_cache_len", 2 * L * d])
+        for new in ("new_self_keys_0", "new_self_values_0"):
+            assert outputs[new] == ("tensor(float)", ["rows", H, "new_cache_len", d_k])
+
+
+def test_a_step_neither_splits_nor_transposes_the_caches_or_the_memory(transformer_model, tmp_path):
+    """Each layer's caches and cross K/V are fed as the attention reads them, [R,H,T,d_k]: as
+    ONNX Runtime runs a step graph (its optimized graph), no Split or Transpose is left (Kᵀ of
+    QKᵀ is folded into a FusedMatMul, the output layer's transposed table into a constant),
+    and each cache is concatenated with the step's own entry once, along its positions."""
+    import onnx
+    import onnxruntime as ort
+    contract = Contract(1)
+    for graph in ("decoder_step", "decoder_step_shared"):
+        exported = onnx.load(str(transformer_model / GRAPHS[graph]), load_external_data=False).graph
+        assert "Split" not in {node.op_type for node in exported.node}
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+        options.optimized_model_filepath = str(tmp_path / f"{graph}.onnx")
+        ort.InferenceSession(str(transformer_model / GRAPHS[graph]), options, providers=["CPUExecutionProvider"])
+        nodes = onnx.load(options.optimized_model_filepath, load_external_data=False).graph.node
+        assert not {"Split", "Transpose"} & {node.op_type for node in nodes}
+        for cache, new in contract.step_state.items():
+            readers = [node for node in nodes if cache in node.input and node.op_type != "Shape"]   # T: its shape
+            assert [(n.op_type, n.input[0], list(n.output)) for n in readers] == [("Concat", cache, [new])]
+            assert [a.i for a in readers[0].attribute if a.name == "axis"] == [2]
 
 
 def test_the_tied_table_is_stored_once_for_the_three_graphs(transformer_model):
@@ -122,13 +160,14 @@ def test_the_encoder_writes_zero_memory_on_padding_and_one_dummy_cache_entry(tra
     sessions = onnx_sessions(transformer_model)
     sources = encode(transformer_model, ["peru vidas kasa .", "kasa granda amas libo nova ."])
     batch = make_batch(sources, None, [0, 1])
-    outputs = dict(zip(ENCODER_OUTPUTS, sessions["encoder"].run(
-        None, {"src_tokens": batch.src.numpy(), "src_lengths": batch.lengths.numpy()})))
-    mask = outputs["src_mask"]
+    memory, initial = onnx_encode(sessions, Contract(1), batch.src.numpy(), batch.lengths.numpy())
+    mask = memory["src_mask"]
     assert mask.tolist() == (np.arange(batch.src.shape[1])[None] < batch.lengths.numpy()[:, None]).tolist()
-    for name in ("cross_keys", "cross_values"):
-        assert not outputs[name][~mask].any() and outputs[name][mask].any()
-    assert outputs["init_self_cache"].shape == (2, 1, 64) and not outputs["init_self_cache"].any()
+    for name in ("cross_keys_0", "cross_values_0"):
+        by_piece = memory[name].transpose(0, 2, 1, 3)                 # N x S x H x d_k
+        assert not by_piece[~mask].any() and by_piece[mask].any()
+    for cache in initial.values():
+        assert cache.shape == (2, 2, 1, 16) and not cache.any()
 
 
 def test_rows_of_different_ages_decode_as_each_row_alone(transformer_model):
@@ -150,10 +189,9 @@ def test_alpha_is_the_alignment_heads_mean_and_rows_sum_to_one(transformer_model
     sessions = onnx_sessions(transformer_model)
     sources = encode(transformer_model, ["peru vidas kasa .", "kasa granda amas libo nova . gato roja havas arbo ."])
     batch = make_batch(sources, None, [0, 1])
-    *memory, cache = sessions["encoder"].run(None, {"src_tokens": batch.src.numpy(),
-                                                    "src_lengths": batch.lengths.numpy()})
+    memory, caches = onnx_encode(sessions, Contract(1), batch.src.numpy(), batch.lengths.numpy())
     bias = no_specials_bias(load_manifest(transformer_model).vocab_size)
-    out = onnx_step(sessions["decoder_step"], np.full(2, BOS_ID), cache, tuple(memory), bias, 3,
+    out = onnx_step(sessions["decoder_step"], np.full(2, BOS_ID), caches, memory, bias, 3,
                     np.full(2, EOS_ID), np.zeros(2, dtype=np.int64))
     alpha = out["alpha"]                                                      # 2 x S
     assert np.allclose(alpha.sum(-1), 1, atol=1e-6)

@@ -1,4 +1,5 @@
-"""`attnmt upgrade-model`: a schema_version 1 directory re-exported from its own checkpoint.pt."""
+"""`attnmt upgrade-model`: a schema_version 1 directory re-exported from its own checkpoint.pt, and a
+schema_version 2 Transformer in the head-major layout, from its checkpoint.pt or its graphs' weights."""
 
 import argparse
 import json
@@ -8,7 +9,7 @@ import pytest
 
 from attnmt.model.cli import register
 from attnmt.model.export.upgrade import FALLBACK_SENTENCES, UpgradeError, parity_sources, upgrade_model
-from attnmt.service.modeldir.manifest import GRAPHS, load_manifest
+from attnmt.service.modeldir.manifest import GRAPHS, SCHEMA_VERSION, load_manifest
 
 
 @pytest.fixture
@@ -45,7 +46,7 @@ def upgrade_cli(*argv):
     return args.func(args)
 
 
-def test_upgrade_writes_a_schema_2_directory_with_parity(schema_1_model, tmp_path):
+def test_upgrade_writes_a_current_directory_with_parity(schema_1_model, tmp_path):
     out = tmp_path / "new"
     assert upgrade_cli(schema_1_model, "--out", out) == 0
     manifest = load_manifest(out)                           # the service's contract, checksums included
@@ -62,9 +63,9 @@ def test_upgrade_writes_a_schema_2_directory_with_parity(schema_1_model, tmp_pat
 
 def test_upgrade_in_place(schema_1_model):
     upgrade_model(schema_1_model)
-    assert load_manifest(schema_1_model).schema_version == 2
+    assert load_manifest(schema_1_model).schema_version == SCHEMA_VERSION
     assert (schema_1_model / "eval" / "report.json").exists()
-    with pytest.raises(UpgradeError, match="already schema_version 2"):
+    with pytest.raises(UpgradeError, match=f"already schema_version {SCHEMA_VERSION}"):
         upgrade_model(schema_1_model)
 
 
@@ -81,3 +82,50 @@ def test_parity_sentences_fall_back_when_the_training_data_is_gone(tmp_path):
     assert parity_sources({}) == FALLBACK_SENTENCES
     gone = {"config": {"data_dir": str(tmp_path / "gone"), "src_lang": "es", "tgt_lang": "en"}}
     assert parity_sources(gone) == FALLBACK_SENTENCES
+
+
+@pytest.fixture
+def schema_2_transformer(tiny_transformer, tiny_transformer_run, tmp_path):
+    """The tiny Transformer as schema 2 described it (one self_cache, cross_keys and cross_values
+    with the layers and heads side by side), shipped without checkpoint.pt as the bundled one is.
+    Its graphs are today's: the upgrade reads their weights by name (recover.py), which both
+    layouts keep, and the manifest, whose names are the old ones here."""
+    old = tmp_path / "old"
+    shutil.copytree(tiny_transformer, old)
+    (old / "checkpoint.pt").unlink()
+    manifest = json.loads((old / "manifest.json").read_text())
+    del manifest["position_axes"]
+    manifest.update(schema_version=2, memory=["cross_keys", "cross_values", "src_mask"],
+                    step_state={"self_cache": "new_self_cache"}, initial_state={"self_cache": "init_self_cache"},
+                    version="2026-01-01", hard_links={"rule": "intersection", "threshold": None},
+                    # the run's dev split (FALLBACK_SENTENCES would outrun its 64 positions)
+                    training={"config": {"data_dir": str(tiny_transformer_run.parent / "data"), "src_lang": "xx",
+                                         "tgt_lang": "en"}})
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    return old
+
+
+def test_a_schema_2_transformer_is_upgraded_from_its_graphs_weights(schema_2_transformer, tiny_transformer, tmp_path):
+    out = tmp_path / "new"
+    assert upgrade_cli(schema_2_transformer, "--out", out) == 0
+    manifest = load_manifest(out)
+    assert manifest.schema_version == SCHEMA_VERSION and manifest.version == "2026-01-01"
+    assert manifest.step_state == load_manifest(tiny_transformer).step_state           # head-major, per layer
+    assert manifest.position_axes == {"cross_keys_0": 2, "cross_values_0": 2, "self_keys_0": 2, "self_values_0": 2}
+    assert manifest.alignment == {"layer": -1, "heads": [1]}                           # the old export's α
+    assert manifest.hard_links == {"rule": "intersection", "threshold": None}          # same weights, kept
+    raw = json.loads((out / "manifest.json").read_text())
+    assert raw["upgraded"]["from_schema_version"] == 2 and raw["export_parity"]["greedy_identical"] == "40/40"
+    with pytest.raises(UpgradeError, match="already schema_version"):
+        upgrade_model(out)
+
+
+def test_a_schema_2_rnnsearch_and_an_int8_transformer_are_refused(tiny_model, schema_2_transformer):
+    manifest = json.loads((schema_2_transformer / "manifest.json").read_text())
+    (schema_2_transformer / "manifest.json").write_text(json.dumps({**manifest, "quantization": {"method": "int8"}}))
+    with pytest.raises(UpgradeError, match="no checkpoint.pt to re-export from"):
+        upgrade_model(schema_2_transformer)
+    rnnsearch = json.loads((tiny_model / "manifest.json").read_text())
+    (schema_2_transformer / "manifest.json").write_text(json.dumps({**rnnsearch, "schema_version": 2}))
+    with pytest.raises(UpgradeError, match="served as it is"):
+        upgrade_model(schema_2_transformer)
