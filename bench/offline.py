@@ -36,10 +36,10 @@ import time
 from pathlib import Path
 
 from attnmt.bench.loadtest import TimedEngine, describe, format_targets, machine, spread, target
+from attnmt.corpus.splits import corpus_files, read_parallel
 from attnmt.service.inference.engine import Engine, EngineOptions
 from attnmt.service.inference.offline import decode_all
 from attnmt.service.inference.search import Search, SearchOptions
-from attnmt.corpus.splits import corpus_files, read_parallel
 from attnmt.service.modeldir.manifest import load_manifest
 from attnmt.service.text.translator import Translator
 
