@@ -12,7 +12,6 @@ import httpx
 import pytest
 
 from attnmt.service.stubs import translator_pb2 as pb
-from attnmt.service.stubs import translator_pb2_grpc
 from conftest import SHORT, RunningServer, error_of
 
 SPANISH = "¿Dónde está la estación de tren más cercana?"
@@ -25,13 +24,6 @@ def server(paired_models):
     """tiny-es-en (the default), tiny-en-es and tiny (xx->en): "en" sorts before "es"."""
     with RunningServer(paired_models, {"ATTNMT_DEFAULT_BEAM_SIZE": "1"}) as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def stub(server):
-    channel = grpc.insecure_channel(server.address)
-    yield translator_pb2_grpc.TranslatorStub(channel)
-    channel.close()
 
 
 @pytest.fixture(scope="module")
