@@ -19,6 +19,7 @@ row t + 1, the step that reads piece t as its input, against piece t's links.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +43,22 @@ class GuidedAlignmentConfig:
     # input is target piece t, against piece t's links (Shift-Att, Chen et al. 2020). That head only has
     # to find the source of a piece it already reads, not of the piece it is about to predict.
     shift_head: int = -1
+
+
+def links_languages(path: Path) -> tuple[str, str] | None:
+    """(source, target) language of a links file, i of `i-j` indexing the source's words, from the card
+    `attnmt data links` writes beside it (`train.links.json`: its languages, or in an older card the
+    suffixes of the two text files it aligned, source first); None when the card cannot tell."""
+    card_path = path.with_name(path.name + ".json")
+    if not card_path.exists():
+        return None
+    card = json.loads(card_path.read_text(encoding="utf-8"))
+    if "source_language" in card:
+        return card["source_language"], card["target_language"]
+    files = list(card.get("text", {}))
+    if len(files) == 2:                     # {split}.{src} and {split}.{tgt}; a TSV has one and says nothing
+        return Path(files[0]).suffix[1:], Path(files[1]).suffix[1:]
+    return None
 
 
 def word_starts(tok: Tokenizer) -> np.ndarray:

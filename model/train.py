@@ -42,6 +42,7 @@ from attnmt.model.guided_alignment import (
     corpus_piece_links,
     guide_matrix,
     guided_alignment_loss,
+    links_languages,
     load_links,
     save_links,
     shifted_alignment_loss,
@@ -284,6 +285,12 @@ def guided_links(cfg: TrainConfig, run_dir: Path, tok: Tokenizer, train_src: lis
     if not path.exists():
         log(f"guided alignment off: {path} does not exist (`make links` writes it)")
         return None
+    languages = links_languages(path)
+    if languages is not None and languages != (cfg.src_lang, cfg.tgt_lang):
+        # links of the other direction would supervise α with transposed pairs: refused, not trained on
+        raise ValueError(f"{path} links {languages[0]} words (i) to {languages[1]} words (j), this run translates "
+                         f"{cfg.src_lang} to {cfg.tgt_lang}: write its own with `attnmt data links {cfg.data_dir} "
+                         f"--src {cfg.src_lang} --tgt {cfg.tgt_lang}`")
     # Converting word links to pieces takes a minute or two on a large corpus: the first start
     # caches them in the run directory, so that a resume stays cheap.
     # Keyed by the links' content, not their path or time, so that a run directory copied to

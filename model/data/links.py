@@ -41,6 +41,9 @@ from attnmt.corpus.word_links import Links, read_gold, read_links
 from attnmt.model.data.placeholders import PLACEHOLDER
 from attnmt.service.modeldir.links import format_pharaoh, grow_diag
 
+# The gold set's source and target (tests/data/gold-alignments: Spanish words i, English words j).
+GOLD_LANGUAGES = ("es", "en")
+
 # eflomal.Aligner's defaults, written down so the card states them.
 SETTINGS = {
     "model": 3,                 # IBM1, then HMM, then HMM with fertility
@@ -111,6 +114,9 @@ def write_links(data_dirs: list[Path], gold_dir: Path | None = None, gold_out: P
         corpora[Path(data_dir)] = (files, list(read_parallel(*files)))
     gold = {}
     if gold_dir is not None:
+        if (src_lang, tgt_lang) != GOLD_LANGUAGES:     # its pairs would join the aligner's text reversed
+            raise ValueError(f"the gold set is {GOLD_LANGUAGES[0]}->{GOLD_LANGUAGES[1]}: align {src_lang}->{tgt_lang} "
+                             "corpora without --gold")
         gold = {path.stem: [(p.source, p.target) for p in read_gold(path)]
                 for path in sorted(Path(gold_dir).glob("*.tsv"))}
 
@@ -128,6 +134,8 @@ def write_links(data_dirs: list[Path], gold_dir: Path | None = None, gold_out: P
     seconds = round(time.perf_counter() - start, 1)
 
     card = {"aligner": f"eflomal {metadata.version('eflomal')}", "settings": settings,
+            # i of `i-j` indexes the source_language's words (guided alignment checks it against its config)
+            "source_language": src_lang, "target_language": tgt_lang,
             "machine": machine(), "seconds": seconds, "pairs": len(unique),
             "training_pairs": training_pairs, "gold_pairs_appended": len(unique) - training_pairs,
             "corpora": [str(d) for d in corpora], "gold": str(gold_dir) if gold_dir else None,
