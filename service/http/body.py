@@ -21,13 +21,14 @@ from starlette.requests import Request
 from attnmt.service.http.errors import CallEnded, invalid
 
 
-async def read(request: Request, limit: int, timeout: float) -> bytes:
-    """The whole body, or CallEnded: 413 past `limit` bytes (by Content-Length before reading),
-    408 when it takes over `timeout` seconds to arrive (the connection is then closed)."""
+async def read(request: Request, limit: int, timeout: float, setting: str = "max_message_bytes") -> bytes:
+    """The whole body, or CallEnded: 413 past `limit` bytes (by Content-Length before reading;
+    the message names `setting`, the limit's), 408 when it takes over `timeout` seconds to
+    arrive (the connection is then closed)."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise CallEnded(grpc.StatusCode.RESOURCE_EXHAUSTED, f"the body is {declared} bytes, over "
-                        f"max_message_bytes ({limit})", http_status=413)
+                        f"{setting} ({limit})", http_status=413)
     chunks, size = [], 0
     try:
         async with asyncio.timeout(timeout):
@@ -36,7 +37,7 @@ async def read(request: Request, limit: int, timeout: float) -> bytes:
                 size += len(chunk)
                 if size > limit:
                     raise CallEnded(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                                    f"the body is over max_message_bytes ({limit})", http_status=413)
+                                    f"the body is over {setting} ({limit})", http_status=413)
     except TimeoutError:
         raise CallEnded(grpc.StatusCode.DEADLINE_EXCEEDED, f"the body took over {timeout:g} s to arrive "
                         "(http_body_timeout_seconds)", http_status=408) from None
@@ -54,6 +55,10 @@ def json_value(body: bytes, what: str = "JSON") -> object:
 def is_json(request: Request) -> bool:
     """The request says its body is JSON (`application/json`, `application/*+json`)."""
     return request.headers.get("content-type", "").split(";")[0].strip().lower().endswith("json")
+
+
+def is_multipart(request: Request) -> bool:
+    return request.headers.get("content-type", "").split(";")[0].strip().lower() == "multipart/form-data"
 
 
 async def form(request: Request, body: bytes) -> FormData:

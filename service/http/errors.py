@@ -97,7 +97,7 @@ class JSONResponse(Response):
 
 
 def is_libretranslate(path: str) -> bool:
-    return path.rstrip("/") in LIBRETRANSLATE_PATHS
+    return path.rstrip("/") in LIBRETRANSLATE_PATHS or path.startswith("/download_file/")
 
 
 def error_body(path: str, code: grpc.StatusCode, status: int, message: str) -> dict:

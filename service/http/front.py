@@ -37,6 +37,7 @@ from attnmt.service.http.errors import CallEnded, ended
 from attnmt.service.http.protocol import HeadDeadlineProtocol
 from attnmt.service.server import rpc_record
 from attnmt.service.server.core import SERVICE_NAME
+from attnmt.service.server.filestore import FileStore
 from attnmt.service.server.metrics import CALL_PROTOCOL
 
 log = logging.getLogger("attnmt")
@@ -47,6 +48,9 @@ PAGE_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src
                "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
 DOCS_POLICY = PAGE_POLICY
 
+
+# what a multipart body may hold besides its file: the other fields, boundaries, part headers
+FORM_ROOM = 64 * 1024
 
 # a method of the core: (request message, *, deadline, client) -> its answer
 Answer = Callable[..., Awaitable]
@@ -210,9 +214,14 @@ class HttpFront:
         finally:
             rpc_record.finish(record, self.sinks, code, details, error)
 
-    async def read_body(self, request: Request) -> bytes:
-        """The request's body within the limits of size and time (service/http/body.py)."""
-        return await body.read(request, self.settings.max_message_bytes, self.settings.http_body_timeout_seconds)
+    async def read_body(self, request: Request, file: bool = False) -> bytes:
+        """The request's body within the limits of size and time (service/http/body.py); `file`:
+        a body bringing a file, up to max_file_bytes and room for the form around it."""
+        s = self.settings
+        if file:
+            return await body.read(request, s.max_file_bytes + FORM_ROOM, s.http_body_timeout_seconds,
+                                   "max_file_bytes and 64 KiB for the form")
+        return await body.read(request, s.max_message_bytes, s.http_body_timeout_seconds)
 
     def refuse_if_full(self, message) -> None:
         """The overload gate, as gRPC's interceptor applies it: refuse before any work when no
@@ -266,6 +275,8 @@ class HttpFront:
         self.sinks = server.record_sinks
         s = self.settings
         self.api_keys = read_api_keys(s.api_keys) if s.api_keys else None
+        # LibreTranslate's /translate_file answers a URL: the translated files wait here for it
+        self.file_store = FileStore(s.file_store_dir, s.file_store_max_bytes, s.file_store_expiry_seconds)
         self.trusted_proxies = [ipaddress.ip_network(n, strict=False) for n in s.trusted_proxies]
         sock = listen(s.http_host, s.http_port)
         self.port = sock.getsockname()[1]
@@ -301,3 +312,4 @@ class HttpFront:
         self._uvicorn.should_exit = True
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
+        self.file_store.close()

@@ -1,5 +1,6 @@
 """LibreTranslate's API, as its clients send it (Mastodon, Weblate, Discourse, browser
-extensions): `POST /translate`, `POST /detect`, `GET /languages`, `GET /frontend/settings`,
+extensions): `POST /translate`, `POST /detect`, `POST /translate_file` and the
+`GET /download_file/<token>` it answers, `GET /languages`, `GET /frontend/settings`,
 `GET /health`. Read from libretranslate/app.py; the quirks kept are in docs/http.md.
 
 Each `q` is a document: split into sentences (and read as HTML for `format: html`),
@@ -11,16 +12,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import grpc
+from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from attnmt.service.errors import InvalidInput
 from attnmt.service.http import body
 from attnmt.service.http.caller import timeout_of
 from attnmt.service.http.errors import CallEnded, JSONResponse, invalid
+from attnmt.service.server.files import translate_file as core_translate_file
 from attnmt.service.server.routing import AUTO
 from attnmt.service.stubs import translator_pb2 as pb
-from attnmt.service.text import language
+from attnmt.service.text import files, language
 
 SHORT_TEXT = 40     # characters below which LibreTranslate detects on all texts together
 
@@ -67,9 +72,19 @@ class Fields:
             return int(value)
         raise invalid(f"Invalid request: {name} parameter is not a number")
 
+    def file(self, name: str) -> UploadFile | None:
+        """A file of a multipart form; None when missing."""
+        value = self.values.get(name)
+        if value is None or value == "":
+            return None
+        if not isinstance(value, UploadFile):
+            raise invalid(f"Invalid request: {name} parameter must be a file")
+        return value
 
-async def read_fields(request: Request, front) -> Fields:
-    raw = await front.read_body(request)
+
+async def read_fields(request: Request, front, file: bool = False) -> Fields:
+    """`file`: the body may bring a file (front.read_body)."""
+    raw = await front.read_body(request, file)
     if body.is_json(request):
         try:
             values = body.json_value(raw or b"{}")
@@ -117,6 +132,22 @@ def routes(front) -> list[Route]:
     core = front.core
     pairs = core.pairs          # the core's table (service/server/routing.py): the native API routes by it too
 
+    def model_of(sources: set[str], target: str, detected: bool) -> str | None:
+        """The model translating every one of `sources` into `target` (None: no one model
+        does), or LibreTranslate's 400 for a language or pair not served."""
+        for code in sources:
+            if code not in pairs.codes:
+                raise invalid(f"{code} ({pairs.name(code)}) was detected, and this server does not translate it"
+                              if detected else f"{code} is not supported")
+        if target not in pairs.codes:
+            raise invalid(f"{target} is not supported")
+        models = {pairs.model_of.get((code, target)) for code in sources}
+        if None in models:
+            code = next(c for c in sources if (c, target) not in pairs.model_of)
+            raise invalid(f"{pairs.name(target)} ({target}) is not available as a target language from "
+                          f"{pairs.name(code)} ({code})")
+        return next(iter(models)) if len(models) == 1 else None
+
     async def translate(request: Request) -> Response:
         # a CallEnded raised here is answered by service/http/errors.py, in LibreTranslate's shape
         fields = await read_fields(request, front)
@@ -150,18 +181,7 @@ def routes(front) -> list[Route]:
             sources = {d["language"] for d in detected}
         else:
             sources = {source}
-        for code in sources:
-            if code not in pairs.codes:
-                raise invalid(f"{code} is not supported" if source != AUTO else
-                              f"{code} ({pairs.name(code)}) was detected, and this server does not translate it")
-        if target not in pairs.codes:
-            raise invalid(f"{target} is not supported")
-        models = {pairs.model_of.get((code, target)) for code in sources}
-        if None in models:
-            code = next(c for c in sources if (c, target) not in pairs.model_of)
-            raise invalid(f"{pairs.name(target)} ({target}) is not available as a target language from "
-                          f"{pairs.name(code)} ({code})")
-        (model,) = models if len(models) == 1 else (None,)
+        model = model_of(sources, target, source == AUTO)
         if model is None:
             raise invalid("Invalid request: the texts are in different languages; send them one language a call")
         message = pb.TranslateRequest(
@@ -190,6 +210,51 @@ def routes(front) -> list[Route]:
             raise invalid("Invalid request: missing q parameter")
         return JSONResponse(detections(" ".join(q if isinstance(q, list) else [q])))
 
+    async def translate_file(request: Request) -> Response:
+        """A file (multipart `file`, with `source`, `target`, `api_key`), translated with its
+        formatting kept (service/text/files/); the answer is a URL to fetch it from, once."""
+        fields = await read_fields(request, front, file=True)
+        front.check_key(request, fields.text("api_key"))
+        upload, source, target = fields.file("file"), fields.text("source"), fields.text("target")
+        for name, value in (("file", upload), ("source", source), ("target", target)):
+            if not value:
+                raise invalid(f"Invalid request: missing {name} parameter")
+        if not upload.filename:
+            raise invalid("Invalid request: empty file")
+        try:
+            files.check_format(upload.filename)
+        except InvalidInput as e:
+            raise invalid(f"Invalid request: {e}") from None
+        # `auto`: the core detects the file's language among the sources served into `target`
+        model = model_of({source}, target, False) if source != AUTO else ""
+        data = await upload.read()
+        await upload.close()
+        message = pb.TranslateRequest(model=model, source_language=source, target_language=target)
+        front.refuse_if_full(message)
+
+        async def answer(message, *, deadline, client):
+            return await core_translate_file(core, upload.filename, data, model=model, source=source, target=target,
+                                          deadline=deadline, client=client)
+        try:
+            done = await front.call("TranslateFile", message, request, answer)
+        except CallEnded as e:          # the file's own words, in LibreTranslate's
+            if e.http_status == 400 and not e.message.startswith("Invalid request"):
+                e.message = "Invalid request: " + e.message
+            raise
+        token = front.file_store.put(done.data, done.name, done.media_type)
+        return JSONResponse({"translatedFileUrl": str(request.url_for("download_file", token=token))})
+
+    async def download_file(request: Request) -> Response:
+        """A translated file, once: fetched, it is deleted."""
+        found = front.file_store.take(request.path_params["token"])
+        if found is None:
+            raise CallEnded(grpc.StatusCode.NOT_FOUND, "no such file: it was fetched already, expired "
+                            f"(file_store_expiry_seconds: {settings.file_store_expiry_seconds:g}) or never was")
+        stored, data = found
+        return Response(data, media_type=stored.media_type,
+                        headers={"Content-Disposition": f'attachment; filename="{stored.name}"',
+                                 "X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"})
+
     async def languages(request: Request) -> Response:
         return JSONResponse([{"code": code, "name": pairs.name(code), "targets": pairs.targets(code)}
                              for code in pairs.codes])
@@ -199,7 +264,7 @@ def routes(front) -> list[Route]:
         keys = front.api_keys is not None
         return JSONResponse({
             "charLimit": settings.max_document_chars, "frontendTimeout": 500, "apiKeys": keys, "keyRequired": keys,
-            "suggestions": False, "filesTranslation": False, "supportedFilesFormat": [],
+            "suggestions": False, "filesTranslation": True, "supportedFilesFormat": list(files.EXTENSIONS),
             "language": {"source": {"code": source, "name": pairs.name(source)},
                          "target": {"code": target, "name": pairs.name(target)}}})
 
@@ -208,6 +273,8 @@ def routes(front) -> list[Route]:
 
     return [Route("/translate", translate, methods=["POST"]),
             Route("/detect", detect, methods=["POST"]),
+            Route("/translate_file", translate_file, methods=["POST"]),
+            Route("/download_file/{token}", download_file, methods=["GET"], name="download_file"),
             Route("/languages", languages, methods=["GET"]),
             Route("/frontend/settings", frontend_settings, methods=["GET"]),
             Route("/health", health, methods=["GET"])]

@@ -1,19 +1,22 @@
 """The native JSON API: the proto's RPCs through protobuf's JSON mapping
 (lowerCamelCase names out, both spellings in, enums by name), answered by the
-same core as gRPC (service/server/core.py). Errors: `{"error": {"code": "INVALID_ARGUMENT", "message": ...}}`
-with the HTTP status google.rpc maps the code to.
+same core as gRPC (service/server/core.py), and `POST /v1/translate_file` (a multipart form
+in, the translated file out: service/server/files.py). Errors: `{"error": {"code":
+"INVALID_ARGUMENT", "message": ...}}` with the HTTP status google.rpc maps the code to.
 """
 
 from __future__ import annotations
 
 from google.protobuf import json_format
 from google.protobuf.descriptor import FieldDescriptor
+from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from attnmt.service.http import body, jsonpb
 from attnmt.service.http.errors import JSONResponse
+from attnmt.service.server.files import translate_file as core_translate_file
 from attnmt.service.stubs import translator_pb2 as pb
 
 
@@ -84,6 +87,39 @@ def routes(front) -> list[Route]:
         ready = front.ready()
         return JSONResponse({"status": "SERVING" if ready else "NOT_SERVING"}, 200 if ready else 503)
 
+    async def translate_file(request: Request) -> Response:
+        """A multipart form: `file`, and `model` or `source_language` / `target_language` (either
+        spelling, as the JSON mapping reads them). The answer is the translated file itself."""
+        front.check_key(request, key=None)
+        raw = await front.read_body(request, file=True)
+        if not body.is_multipart(request):
+            raise body.invalid("send the file as a multipart/form-data body with the field `file`")
+        form = await body.form(request, raw)
+
+        def text(name: str, camel: str = "") -> str:
+            value = form.get(name) or (form.get(camel) if camel else None) or ""
+            if not isinstance(value, str):
+                raise body.invalid(f"{name} must be a text field, not a file")
+            return value
+        upload = form.get("file")
+        if not isinstance(upload, UploadFile) or not upload.filename:
+            raise body.invalid("file is missing: send the file in the form field `file`, with its name")
+        model, source, target = text("model"), text("source_language", "sourceLanguage"), \
+            text("target_language", "targetLanguage")
+        data = await upload.read()
+        await upload.close()
+        message = pb.TranslateRequest(model=model, source_language=source, target_language=target)
+        front.refuse_if_full(message)
+
+        async def answer(message, *, deadline, client):
+            return await core_translate_file(core, upload.filename, data, model=model, source=source, target=target,
+                                           deadline=deadline, client=client)
+        done = await front.call("TranslateFile", message, request, answer)
+        return Response(done.data, media_type=done.media_type, headers={
+            "Content-Disposition": f'attachment; filename="{done.name}"', "Content-Language": done.target_language,
+            "X-Model": done.model, "X-Source-Language": done.source_language,
+            "X-Untranslated-Entries": str(done.untranslated), "X-Content-Type-Options": "nosniff"})
+
     async def list_models(message: pb.ListModelsRequest, **_) -> pb.ListModelsResponse:
         return core.list_models()
 
@@ -93,6 +129,7 @@ def routes(front) -> list[Route]:
     return [
         Route("/v1/translate", rpc("Translate", pb.TranslateRequest, "POST", core.translate, True), methods=["POST"]),
         Route("/v1/align", rpc("Align", pb.AlignRequest, "POST", core.align, True), methods=["POST"]),
+        Route("/v1/translate_file", translate_file, methods=["POST"]),
         Route("/v1/models", rpc("ListModels", pb.ListModelsRequest, "GET", list_models), methods=["GET"]),
         Route("/v1/models/{name}", rpc("GetModel", pb.GetModelRequest, "GET", get_model), methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),

@@ -18,6 +18,7 @@ from google.protobuf import descriptor_pb2
 from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescriptor
 
 from attnmt.service.stubs import translator_pb2 as pb
+from attnmt.service.text.files import EXTENSIONS as FILE_EXTENSIONS
 
 # path, RPC, request message in the body (None: none), response message, error statuses
 NATIVE_ROUTES = [
@@ -181,6 +182,9 @@ def _one_or_list(item: dict, description: str) -> dict:
 
 
 _STR = {"type": "string"}
+_FILE = {"type": "string", "format": "binary"}
+# what a translated file is answered as (service/text/files/: each format's media type)
+_FILE_TYPES = ("text/plain", "text/html", "application/x-subrip", "text/vtt", "text/x-gettext-translation")
 _STRINGS = {"type": "array", "items": _STR}
 _LANGUAGE = {"type": "object", "required": ["code", "name"], "properties": {"code": _STR, "name": _STR}}
 _TEXT = {"type": "string", "minLength": 1}
@@ -218,9 +222,27 @@ HAND_WRITTEN_SCHEMAS = {
     "LibreTranslateLanguage": {**_LANGUAGE, "properties": {**_LANGUAGE["properties"], "targets": _STRINGS}},
     "LibreTranslateSettings": {"type": "object", "properties": {
         "charLimit": {"type": "integer"}, "frontendTimeout": {"type": "integer"}, "apiKeys": {"type": "boolean"},
-        "keyRequired": {"type": "boolean"}, "suggestions": {"type": "boolean"}, "supportedFilesFormat": _STRINGS,
+        "keyRequired": {"type": "boolean"}, "suggestions": {"type": "boolean"},
+        "filesTranslation": {"type": "boolean"}, "supportedFilesFormat": _STRINGS,
         "language": {"type": "object", "properties": {"source": _LANGUAGE, "target": _LANGUAGE}}}},
     "LibreTranslateError": {"type": "object", "required": ["error"], "properties": {"error": _STR}},
+    "LibreTranslateFileForm": {"type": "object", "required": ["file", "source", "target"], "properties": {
+        "file": {**_FILE, "description": f"The file: {', '.join(FILE_EXTENSIONS)}, by its name's extension."},
+        "source": {"type": "string", "minLength": 1, "examples": ["es", "auto"],
+                   "description": "A code from /languages, or `auto` (detected from the file's texts)."},
+        "target": {"type": "string", "minLength": 1, "examples": ["en"]},
+        "api_key": {"type": "string", "description": "Needed only where the server is configured with keys."}}},
+    "LibreTranslateFileResponse": {"type": "object", "required": ["translatedFileUrl"], "properties": {
+        "translatedFileUrl": {"type": "string", "format": "uri", "description": "Where to fetch the translated "
+                              "file, once, within file_store_expiry_seconds: /download_file/{token}."}}},
+    "FileForm": {"type": "object", "required": ["file"], "properties": {
+        "file": {**_FILE, "description": f"The file: {', '.join(FILE_EXTENSIONS)}, by its name's extension."},
+        "model": {"type": "string", "description": "The model to translate with (else the pair's, else the "
+                                                   "default model)."},
+        "source_language": {"type": "string", "description": "The file's language (`auto`: detected; "
+                                                             "`sourceLanguage` is read too)."},
+        "target_language": {"type": "string", "description": "The language to translate into "
+                                                             "(`targetLanguage` is read too)."}}},
 }
 
 _ERRORS = {   # HTTP status -> (gRPC code, what it means on the native routes, on LibreTranslate's)
@@ -292,6 +314,27 @@ def _libre(summary: str, response: dict, request: str = "", form: str = "", stat
     return {"post": operation}
 
 
+def _translated_file() -> dict:
+    return {"description": "The translated file, named in Content-Disposition (`guide.po` -> `guide_en.po`).",
+            "content": {t: {"schema": _FILE} for t in _FILE_TYPES}}
+
+
+def _file_route(tags: list[str], summary: str, form: str, ok: dict, statuses: str, libre: bool) -> dict:
+    """A route taking a file in a multipart form: .txt, .html, .srt, .vtt, .po, .pot
+    (service/text/files/), translated with its formatting kept."""
+    return {"post": {
+        "tags": tags, "summary": summary, **({} if libre else {"operationId": "translateFile"}),
+        "description": f"The file ({', '.join(FILE_EXTENSIONS)}) translated with its formatting kept: plain text "
+                       "line for line, HTML as in `TEXT_FORMAT_HTML`, subtitles cue for cue with their timings, "
+                       "gettext catalogs entry for entry (untranslated entries filled and flagged fuzzy). At most "
+                       "max_file_bytes; another format, bytes that do not decode or a file its parser refuses: 400.",
+        "parameters": [{"$ref": "#/components/parameters/XRequestTimeout"},
+                       {"$ref": "#/components/parameters/XClientId"}],
+        **({} if libre else {"security": [{}, {"bearer": []}, {"apiKey": []}]}),
+        "requestBody": {"required": True, "content": {"multipart/form-data": {"schema": _ref(form)}}},
+        "responses": {**ok, **_errors(statuses, libre)}}}
+
+
 _ABOUT = """
 
 ## Over HTTP
@@ -320,6 +363,9 @@ def document(title: str, version: str, limits: dict[str, int] = DEFAULT_LIMITS) 
         "paths": {
             **{path: _native(path, rpc, request, response, statuses, comments)
                for path, rpc, request, response, statuses in NATIVE_ROUTES},
+            "/v1/translate_file": _file_route(
+                ["native"], "Translate a file", "FileForm", {"200": _translated_file()},
+                "400 403 404 408 413 429 500 503 504", libre=False),
             "/healthz": {"get": {"tags": ["health"], "summary": "200 while the process serves",
                                  "responses": {"200": health}}},
             "/readyz": {"get": {"tags": ["health"], "summary": "200 when serving, 503 while warming up or draining",
@@ -331,6 +377,14 @@ def document(title: str, version: str, limits: dict[str, int] = DEFAULT_LIMITS) 
             "/detect": _libre("Detect the language (candidates, best first)", {
                 "type": "array", "items": _ref("LibreTranslateDetection")}, "LibreTranslateDetectRequest",
                 "LibreTranslateDetectForm", "400 403 408 413 500"),
+            "/translate_file": _file_route(
+                ["LibreTranslate"], "Translate a file, kept for download", "LibreTranslateFileForm",
+                {"200": {"description": "OK", "content": _json(_ref("LibreTranslateFileResponse"))}},
+                "400 403 408 413 429 500 503 504", libre=True),
+            "/download_file/{token}": {"get": {
+                "tags": ["LibreTranslate"], "summary": "Fetch a translated file (once: it is deleted)",
+                "parameters": [{"name": "token", "in": "path", "required": True, "schema": _STR}],
+                "responses": {"200": _translated_file(), **_errors("404", libre=True)}}},
             "/frontend/settings": _libre("Settings for web front ends", _ref("LibreTranslateSettings")),
             "/health": _libre("Health", _ref("HealthStatus")),
         },

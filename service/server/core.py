@@ -91,7 +91,7 @@ class Core:
     async def translate(self, request: pb.TranslateRequest, *, deadline: float | None, client: str,
                         priority: int = INTERACTIVE) -> pb.TranslateResponse:
         try:
-            return await self._translate(request, self._capped(deadline), client, priority)
+            return await self._translate(request, self.capped(deadline), client, priority)
         except AttnmtError as e:
             self.rejected(e, len(request.sentences))
             raise
@@ -101,7 +101,7 @@ class Core:
         """One item of a stream of sentences, answered: an item without options takes the
         stream's first item's, and one naming neither model nor language pair the first's."""
         try:
-            return await self._translate_item(item, first, self._capped(deadline), client, priority)
+            return await self._translate_item(item, first, self.capped(deadline), client, priority)
         except AttnmtError as e:
             self.rejected(e)
             raise
@@ -109,7 +109,7 @@ class Core:
     async def align(self, request: pb.AlignRequest, *, deadline: float | None, client: str,
                     priority: int = INTERACTIVE) -> pb.AlignResponse:
         try:
-            return await self._align(request, self._capped(deadline), client, priority)
+            return await self._align(request, self.capped(deadline), client, priority)
         except AttnmtError as e:
             self.rejected(e)
             raise
@@ -267,7 +267,7 @@ class Core:
 
     # --- limits and scheduling -------------------------------------------
 
-    def _capped(self, deadline: float | None) -> float | None:
+    def capped(self, deadline: float | None) -> float | None:
         """The caller's deadline, capped at max_deadline_seconds from now (also for calls without one)."""
         cap = self.settings.max_deadline_seconds
         if not cap:

@@ -176,6 +176,18 @@ class Settings(BaseSettings):
     max_document_sentences: int = Field(256, ge=1, description="sentences one such entry may split into "
                                         "(alt and title values count)")
 
+    # --- files (LibreTranslate's /translate_file, /v1/translate_file) ---
+    max_file_bytes: int = Field(5 * 2**20, ge=1, description="largest file translated (.txt, .html, .srt, .vtt, "
+                                ".po, .pot); a larger one is refused 400, and an HTTP body over it by 64 KiB 413")
+    file_store_dir: Path | None = Field(None, description="directory of the translated files kept for download "
+                                        "(LibreTranslate's translatedFileUrl); unset: a temporary directory, "
+                                        "removed at shutdown")
+    # 32 MiB: within the 64 MiB /tmp the Kubernetes base mounts (deploy/kubernetes/base), beside uploads
+    file_store_max_bytes: int = Field(32 * 2**20, ge=1, description="translated files kept for download at "
+                                      "most this many bytes together; the oldest go first to make room")
+    file_store_expiry_seconds: float = Field(600, gt=0, description="a translated file not fetched within this "
+                                             "long is deleted (one that is fetched is deleted at once)")
+
     # --- glossaries ---
     glossaries: Annotated[dict[str, Path], NoDecode] = Field(
         default_factory=dict, description="named glossaries requests use by `glossary_name`: name -> TSV file "

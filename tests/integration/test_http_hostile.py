@@ -154,7 +154,9 @@ def test_a_multipart_form_is_read(http):
 
 def test_routing_errors_are_json(http):
     native_error(http.get("/nowhere"), 404, "/nowhere")
-    libre_error(http.post("/translate_file"), 404, "/translate_file")
+    libre_error(http.post("/suggest"), 404, "/suggest")
+    libre_error(http.post("/translate_file"), 403, "API key")          # keys are configured here
+    libre_error(http.get("/download_file/..%2F..%2Fetc%2Fpasswd"), 404)
     r = http.get("/v1/translate")
     native_error(r, 405, "GET")
     assert r.headers["allow"] == "POST"

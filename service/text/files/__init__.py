@@ -1,0 +1,60 @@
+"""Files translated with their formatting kept: a file's bytes become the texts to translate
+(`FileDocument.texts`, each an entry of the documents mode, service/text/documents.py), and
+their translations are written back into the file's own structure (`FileDocument.write`).
+
+One module per family: plain.py (.txt, .html), subtitles.py (.srt, .vtt), gettext.py
+(.po, .pot). Reading refuses (InvalidInput) what is not a file of its extension: an unknown
+extension (naming the ones served), no bytes, bytes that do not decode (encoding.py), a
+structure its parser does not take. Nothing here schedules or stores: the core splits a
+file's texts into jobs (service/server/files.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+from typing import Callable
+
+from attnmt.service.errors import InvalidInput
+from attnmt.service.text.files import gettext, plain, subtitles
+from attnmt.service.text.files.base import FileDocument, Limits
+
+# extension -> its reader: (the file's bytes, the limits) -> FileDocument
+READERS: dict[str, Callable[[bytes, Limits], FileDocument]] = {
+    ".txt": plain.read_text, ".html": plain.read_html, ".htm": plain.read_html,
+    ".srt": subtitles.read_srt, ".vtt": subtitles.read_vtt,
+    ".po": gettext.read, ".pot": gettext.read,
+}
+EXTENSIONS = tuple(READERS)     # LibreTranslate's `supportedFilesFormat`
+
+
+def extension(name: str) -> str:
+    """The extension a file name ends in, lower-cased ('' without one)."""
+    return PurePosixPath(name.replace("\\", "/")).suffix.lower()
+
+
+def check_format(name: str) -> None:
+    """InvalidInput naming the formats served, unless `name` ends in one of their extensions."""
+    if extension(name) not in READERS:
+        raise InvalidInput(f"file format not supported ({extension(name) or 'no extension'}); "
+                           f"served: {', '.join(EXTENSIONS)}")
+
+
+def read(name: str, data: bytes, limits: Limits) -> FileDocument:
+    """The file `name` holding `data`, ready to translate; InvalidInput for what cannot be."""
+    check_format(name)
+    reader = READERS[extension(name)]
+    if len(data) > limits.max_bytes:
+        raise InvalidInput(f"the file is {len(data)} bytes, over the limit of {limits.max_bytes} (max_file_bytes)")
+    if not data.strip():
+        raise InvalidInput("the file is empty")
+    return reader(data, limits)
+
+
+def translated_name(name: str, target: str) -> str:
+    """LibreTranslate's name for the translation of `name`: `guide.po` -> `guide_en.po`."""
+    path = PurePosixPath(name.replace("\\", "/").rsplit("/", 1)[-1])
+    stem = "".join(c for c in path.stem if c.isalnum() or c in "-_.") or "file"
+    return f"{stem}_{target}{path.suffix.lower()}"
+
+
+__all__ = ["EXTENSIONS", "FileDocument", "Limits", "check_format", "extension", "read", "translated_name"]

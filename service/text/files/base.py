@@ -1,0 +1,31 @@
+"""What every file format gives the core: texts to translate, and a writer for their translations."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_bytes: int             # the file (max_file_bytes)
+    max_entry_chars: int       # one text (max_document_chars): longer plain text is cut at line breaks
+    max_entry_lines: int       # lines in one text of a .txt (a line is at least one sentence)
+
+
+@dataclass
+class FileDocument:
+    """A file read: `texts` to translate, each an entry of the documents mode (HTML when
+    `html`, else plain text split into sentences), and `write`, which puts their translations
+    back. `untranslated` counts the texts `write` left as they were (a .po entry whose
+    placeholders did not survive)."""
+    kind: str                          # "txt", "html", "srt", "vtt", "po"
+    media_type: str
+    texts: list[str]
+    html: bool = False
+    untranslated: int = field(default=0, init=False)
+
+    def write(self, translations: list[str], target: str, placeholders: re.Pattern | None = None) -> bytes:
+        """The file with `translations[i]` in place of `texts[i]`, for the target language
+        `target`; `placeholders`: the spans a translation must keep (the served model's pattern)."""
+        raise NotImplementedError

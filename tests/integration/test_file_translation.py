@@ -1,0 +1,207 @@
+"""Files translated with their formatting kept, over real HTTP: LibreTranslate's
+`/translate_file` as its web page sends it (multipart `file`, `source`, `target`, `api_key`)
+and the download it answers, and the native `/v1/translate_file`. The default es->en
+Transformer (it keeps placeholders) beside the tiny xx->en model."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import httpx
+import pytest
+
+from conftest import REPO, SHORT, RunningServer
+
+BUNDLED = REPO / "models" / "transformer-es-en"
+MAX_FILE = 64 * 1024
+
+CATALOG = r'''# Catálogo de ejemplo.
+msgid ""
+msgstr ""
+"Project-Id-Version: demo 1.0\n"
+"Language: es\n"
+"MIME-Version: 1.0\n"
+"Content-Type: text/plain; charset=UTF-8\n"
+"Content-Transfer-Encoding: 8bit\n"
+"Plural-Forms: nplurals=2; plural=(n != 1);\n"
+
+#. Shown in the title bar
+#: src/main.c:10
+#, c-format
+msgctxt "window"
+msgid "No se puede abrir el archivo %s."
+msgstr ""
+
+#: src/main.c:20
+#, c-format
+msgid "Se ha borrado %d archivo."
+msgid_plural "Se han borrado %d archivos."
+msgstr[0] ""
+msgstr[1] ""
+
+#: src/ui.py:3
+#, python-brace-format
+msgid "Hola, {name}."
+msgstr ""
+
+msgid "Guardar"
+msgstr "Save"
+'''
+
+SUBTITLES = """1
+00:00:01,000 --> 00:00:03,500
+¿Dónde está la estación
+de tren más cercana?
+
+2
+00:00:04,000 --> 00:00:06,250
+No lo sé.
+
+7
+00:01:02,003 --> 00:01:05,000
+Gracias por su ayuda,
+es usted muy amable
+conmigo.
+"""
+
+
+@pytest.fixture(scope="module")
+def files_server(tiny_model):
+    with RunningServer([BUNDLED, tiny_model], {"ATTNMT_DEFAULT_BEAM_SIZE": "1",
+                                               "ATTNMT_MAX_FILE_BYTES": str(MAX_FILE)}) as server, \
+            httpx.Client(base_url=server.http, timeout=120) as client:
+        client.server = server
+        yield client
+
+
+def send(client, name: str, data: bytes, source="es", target="en", **extra) -> httpx.Response:
+    """As LibreTranslate's page posts it: a multipart form with the file, source, target, api_key."""
+    return client.post("/translate_file", files={"file": (name, data)},
+                       data={"source": source, "target": target, "api_key": "", **extra})
+
+
+def fetched(client, answer: httpx.Response) -> httpx.Response:
+    assert answer.status_code == 200, answer.text
+    url = answer.json()["translatedFileUrl"]
+    assert url.startswith(str(client.base_url).rstrip("/") + "/download_file/")
+    got = client.get(url)
+    assert got.status_code == 200, got.text
+    return got
+
+
+def still_serving(client) -> None:
+    r = client.post("/translate", json={"q": "Hola.", "source": "es", "target": "en"})
+    assert r.status_code == 200 and r.json()["translatedText"]
+
+
+def test_settings_name_the_formats(files_server):
+    settings = files_server.get("/frontend/settings").json()
+    assert settings["filesTranslation"] is True
+    assert settings["supportedFilesFormat"] == [".txt", ".html", ".htm", ".srt", ".vtt", ".po", ".pot"]
+
+
+def test_a_text_file_comes_back_line_for_line_and_once(files_server):
+    source = "No se puede abrir el archivo.\nPermiso denegado.\n\nEl disco está lleno. Borre algo.\n"
+    answer = send(files_server, "notas.txt", source.encode())
+    got = fetched(files_server, answer)
+    assert got.headers["content-type"].startswith("text/plain")
+    assert 'filename="notas_en.txt"' in got.headers["content-disposition"]
+    text = got.text
+    assert text.count("\n") == source.count("\n") and "\n\n" in text and text.endswith("\n")
+    assert "archivo" not in text and text.strip()
+    # fetched once: then it is gone, in LibreTranslate's error shape
+    again = files_server.get(answer.json()["translatedFileUrl"])
+    assert again.status_code == 404 and set(again.json()) == {"error"}
+
+
+def test_an_html_file_keeps_its_markup(files_server):
+    page = ("<!DOCTYPE html><html><head><meta charset='iso-8859-1'><title>Ayuda</title></head>"
+            "<body><p>No se puede abrir el <b>archivo</b>.</p></body></html>").encode("latin-1")
+    got = fetched(files_server, send(files_server, "ayuda.html", page))
+    assert got.headers["content-type"].startswith("text/html")
+    assert "<b>" in got.text and "</p>" in got.text and "charset='utf-8'" in got.text
+    assert "archivo" not in got.text
+
+
+def test_subtitles_keep_their_numbers_timings_and_line_counts(files_server):
+    got = fetched(files_server, send(files_server, "pelicula.srt", SUBTITLES.encode("cp1252")))   # no encoding
+    blocks = [b.splitlines() for b in got.text.strip().split("\n\n")]
+    source = [b.splitlines() for b in SUBTITLES.strip().split("\n\n")]
+    assert len(blocks) == len(source)
+    for theirs, ours in zip(source, blocks):
+        assert ours[:2] == theirs[:2]                 # number and timing, as sent
+        assert len(ours) == len(theirs)               # as many text lines
+    assert "estación" not in got.text
+
+
+def test_a_catalog_gets_its_untranslated_entries(files_server, tmp_path):
+    got = fetched(files_server, send(files_server, "demo.po", CATALOG.encode()))
+    assert got.headers["content-type"].startswith("text/x-gettext-translation")
+    text = got.text
+    assert '"Language: en\\n"' in text and '"Plural-Forms: nplurals=2; plural=(n != 1);\\n"' in text
+    assert "#. Shown in the title bar" in text and 'msgctxt "window"' in text and "#: src/main.c:20" in text
+    assert 'msgstr "Save"' in text                       # translated already: left alone
+    entries = text.split("\n\n")
+    opened = next(e for e in entries if 'msgid "No se puede' in e)
+    assert "#, fuzzy, c-format" in opened and re.search(r'msgstr ".*%s.*"', opened)
+    plural = next(e for e in entries if "msgid_plural" in e)
+    if 'msgstr[0] ""' not in plural:                     # a form that lost %d is left untranslated
+        assert re.search(r'msgstr\[0\] ".*%d.*"', plural) and re.search(r'msgstr\[1\] ".*%d.*"', plural)
+    greeting = next(e for e in entries if 'msgid "Hola' in e)
+    assert 'msgstr ""' in greeting or "{name}" in greeting.split("msgstr", 1)[1]
+    if shutil.which("msgfmt"):
+        path = tmp_path / "demo_en.po"
+        path.write_bytes(got.content)
+        check = subprocess.run(["msgfmt", "--check", "-o", "/dev/null", str(path)], capture_output=True, text=True)
+        assert check.returncode == 0, check.stderr
+
+
+def test_the_native_route_answers_the_file(files_server):
+    r = files_server.post("/v1/translate_file", files={"file": ("frases.txt", f"{SHORT}\n".encode())},
+                          data={"model": "tiny"})
+    assert r.status_code == 200, r.text
+    assert r.headers["x-model"] == "tiny" and r.headers["content-language"] == "en"
+    native = files_server.post("/v1/translate", json={"sentences": [SHORT], "model": "tiny",
+                                                      "splitSentences": True}).json()
+    assert r.text == native["translations"][0]["text"] + "\n"
+    pair = files_server.post("/v1/translate_file", files={"file": ("a.vtt", b"WEBVTT\n\n00:01.000 --> 00:02.000\n"
+                                                                    b"Hola.\n")},
+                             data={"source_language": "es", "target_language": "en"})
+    assert pair.status_code == 200 and "00:00:01.000 --> 00:00:02.000" in pair.text
+
+
+@pytest.mark.parametrize("name, data, message", [
+    ("informe.pdf", b"%PDF-1.4", "file format not supported (.pdf); served: .txt, .html"),
+    ("sin-extension", b"hola", "file format not supported (no extension)"),
+    ("vacio.txt", b"", "the file is empty"),
+    ("binario.txt", bytes(range(256)) * 4, "do not decode"),
+    ("roto.po", b'msgid "uno"\nmsgid "dos"\n', "not a gettext catalog"),
+    ("prosa.po", "Esto no es un catálogo.\nNi esto.\n".encode(), "not a gettext catalog"),
+    ("ruta.po", b"/etc/passwd", "not a gettext catalog"),
+    ("roto.srt", b"esto no es\nun subtitulo\n", "not SubRip"),
+    ("roto.vtt", b"NO ES WEBVTT\n", "not WebVTT"),
+    ("grande.txt", b"Hola. " * (MAX_FILE // 6 + 1), "max_file_bytes"),
+])
+def test_hostile_files_are_refused_and_the_server_goes_on(files_server, name, data, message):
+    r = send(files_server, name, data)
+    assert r.status_code == 400 and set(r.json()) == {"error"}, r.text
+    assert message in r.json()["error"] and r.json()["error"].startswith("Invalid request")
+    native = files_server.post("/v1/translate_file", files={"file": (name, data)},
+                               data={"source_language": "es", "target_language": "en"})
+    assert native.status_code == 400 and native.json()["error"]["code"] == "INVALID_ARGUMENT"
+    assert message in native.json()["error"]["message"]
+    still_serving(files_server)
+
+
+def test_missing_fields_and_bodies_over_the_limit(files_server):
+    assert send(files_server, "a.txt", b"Hola.", target="").json() == {
+        "error": "Invalid request: missing target parameter"}
+    r = files_server.post("/translate_file", data={"source": "es", "target": "en"})
+    assert r.status_code == 400 and r.json() == {"error": "Invalid request: missing file parameter"}
+    assert send(files_server, "a.txt", b"Hola.", source="fr").json() == {"error": "fr is not supported"}
+    huge = send(files_server, "a.txt", b"x" * (MAX_FILE + 128 * 1024))
+    assert huge.status_code == 413 and set(huge.json()) == {"error"}
+    assert files_server.get("/download_file/no-such-token").status_code == 404
+    still_serving(files_server)
