@@ -176,7 +176,70 @@ def cmd_translate_documents(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_translate_file(args: argparse.Namespace) -> int:
+    """--file: the file read by its format (service/text/files/), its texts translated as
+    documents (offline, or through --server in calls the server takes), written back into
+    its own structure; a progress line on a terminal."""
+    from attnmt.service.errors import InvalidInput
+    from attnmt.service.server.settings import Settings
+    from attnmt.service.text import files
+    if args.text or args.input or args.html or args.split_sentences:
+        raise SystemExit("attnmt translate: --file takes the file alone (no sentences, --input, --html or "
+                         "--split-sentences: its format decides)")
+    data = args.file.read_bytes()
+    s = Settings()
+    # as the server reads a file, but with no cap on its size: its texts go in calls of their own
+    limits = files.Limits(max(len(data), 1), s.max_document_chars, max(1, s.max_document_sentences // 8))
+    try:
+        document = files.read(args.file.name, data, limits)
+    except InvalidInput as e:
+        raise SystemExit(f"attnmt translate: {args.file}: {e}") from None
+    options = _options(args)
+    chunk = 64                          # texts a call (a progress step)
+    progress = sys.stderr.isatty()
+    translations: list[str] = []
+
+    def report() -> None:
+        if progress:
+            print(f"\r{len(translations)}/{len(document.texts)} texts", end="", file=sys.stderr, flush=True)
+    if args.server:
+        with _client(args) as client:
+            target, pattern = client.get_model(args.model_name).target_language, None
+            for start in range(0, len(document.texts), chunk):
+                done = client.translate_documents(document.texts[start:start + chunk], options, html=document.html,
+                                                  alignment="none", replace_unk=args.replace_unk,
+                                                  model=args.model_name)
+                translations += [d.text for d in done]
+                report()
+    else:
+        from attnmt.service.text.documents import translate_documents
+        translator = _translator(args)
+        target = translator.engine.manifest.target_language
+        pattern = translator.sentinels.pattern if translator.sentinels is not None else None
+        for start in range(0, len(document.texts), chunk):
+            done = translate_documents(translator, document.texts[start:start + chunk], document.html, True, options,
+                                       replace_unk=args.replace_unk)
+            translations += [d.text for d in done]
+            report()
+    if progress:
+        print(file=sys.stderr)
+    out = Path(args.output) if args.output not in (None, "-") else None
+    written = document.write(translations, target, pattern)
+    if out is None and args.output == "-":
+        sys.stdout.buffer.write(written)
+        return 0
+    out = out or args.file.with_name(files.translated_name(args.file.name, target))
+    out.write_bytes(written)
+    if document.untranslated:
+        print(f"attnmt translate: {document.untranslated} entries left untranslated (a translation lost a "
+              "placeholder)", file=sys.stderr)
+    print(out, file=sys.stderr)
+    return 0
+
+
 def cmd_translate(args: argparse.Namespace) -> int:
+    if args.file:
+        return cmd_translate_file(args)
     if args.html or args.split_sentences:
         return cmd_translate_documents(args)
     texts = _read_inputs(args)
@@ -259,7 +322,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tls-cert", help="with --tls-ca: client certificate for mutual TLS")
     p.add_argument("--tls-key", help="with --tls-cert: its private key")
     p.add_argument("-i", "--input", help="input file, one sentence a line ('-': stdin)")
-    p.add_argument("-o", "--output", help="output file ('-': stdout)")
+    p.add_argument("-o", "--output", "--out", help="output file ('-': stdout; with --file: the translated file, "
+                   "by default beside it, named as LibreTranslate names it: guide.po -> guide_en.po)")
+    p.add_argument("--file", type=Path, help="a file translated with its structure kept (.txt, .html, .srt, "
+                   ".vtt, .po, .pot), written to --out")
     p.add_argument("--plot", help="write the first sentence's alignment heatmap (PNG)")
     p.add_argument("--html", action="store_true", help="the input is HTML; tags are placed by the alignment "
                    "(each argument, or the whole input, is one document)")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 
 import httpx
 import pytest
@@ -205,3 +206,35 @@ def test_missing_fields_and_bodies_over_the_limit(files_server):
     assert huge.status_code == 413 and set(huge.json()) == {"error"}
     assert files_server.get("/download_file/no-such-token").status_code == 404
     still_serving(files_server)
+
+
+def test_the_cli_translates_a_catalog_offline_as_the_server_does(tmp_path):
+    """`attnmt translate --model DIR --file demo.po --out out.po`: the same reading and writing."""
+    source = tmp_path / "demo.po"
+    source.write_text(CATALOG, encoding="utf-8")
+    out = tmp_path / "out.po"
+    run = subprocess.run([sys.executable, "-m", "attnmt.service.cli", "translate", "--model", str(BUNDLED), "--beam",
+                          "1", "--file", str(source), "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    text = out.read_text(encoding="utf-8")
+    assert '"Language: en\\n"' in text and 'msgstr "Save"' in text
+    opened = next(e for e in text.split("\n\n") if 'msgid "No se puede' in e)
+    assert "fuzzy" in opened and re.search(r'msgstr ".*%s.*"', opened)
+    if shutil.which("msgfmt"):
+        check = subprocess.run(["msgfmt", "--check", "-o", "/dev/null", str(out)], capture_output=True, text=True)
+        assert check.returncode == 0, check.stderr
+
+
+def test_the_cli_translates_subtitles_through_a_server(files_server, tmp_path):
+    """`attnmt translate --server ADDR --file x.srt`: written beside it as x_en.srt, numbers and timings kept."""
+    source = tmp_path / "pelicula.srt"
+    source.write_bytes(SUBTITLES.encode("cp1252"))
+    run = subprocess.run([sys.executable, "-m", "attnmt.service.cli", "translate", "--server",
+                          files_server.server.address, "--model-name", "transformer-es-en", "--file", str(source)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    got = (tmp_path / "pelicula_en.srt").read_text(encoding="utf-8")
+    blocks = [b.splitlines() for b in got.strip().split("\n\n")]
+    sent = [b.splitlines() for b in SUBTITLES.strip().split("\n\n")]
+    assert [b[:2] for b in blocks] == [b[:2] for b in sent] and [len(b) for b in blocks] == [len(b) for b in sent]
+    assert "estación" not in got
