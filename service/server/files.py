@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from attnmt.service.errors import AttnmtError, DeadlineExceeded, Overloaded
@@ -57,9 +58,11 @@ def plan(counts: list[int], max_entries: int, max_sentences: int) -> list[range]
 
 
 async def translate_file(core, name: str, data: bytes, *, model: str = "", source: str = "", target: str = "",
-                         deadline: float | None, client: str) -> TranslatedFile:
+                         deadline: float | None, client: str,
+                         progress: Callable[[int, int], None] | None = None) -> TranslatedFile:
     """The file `name` holding `data`, translated by the model `model` or of the pair
-    `source` -> `target` (core.resolve's rule); InvalidInput for a file that cannot be."""
+    `source` -> `target` (core.resolve's rule); InvalidInput for a file that cannot be.
+    `progress(texts done, texts)`: called before the first job and after each."""
     s = core.settings
     deadline = core.capped(deadline)
     # a .txt paragraph's lines: an eighth of the sentences an entry may have (a line holds a few)
@@ -80,12 +83,16 @@ async def translate_file(core, name: str, data: bytes, *, model: str = "", sourc
         raise
     translations: list[str] = []
     text_format = pb.TEXT_FORMAT_HTML if document.html else pb.TEXT_FORMAT_PLAIN
+    if progress is not None:
+        progress(0, len(document.texts))
     for job in plan(counts, s.max_sentences_per_request, job_sentences(s)):
         request = pb.TranslateRequest(sentences=document.texts[job.start:job.stop], model=route.model,
                                       split_sentences=True, format=text_format,
                                       options=pb.DecodingOptions(alignment=pb.ALIGNMENT_NONE))
         reply = await _admitted(core, request, deadline, client)
         translations += [t.text for t in reply.translations]
+        if progress is not None:
+            progress(len(translations), len(document.texts))
     pattern = translator.sentinels.pattern if translator.sentinels is not None else None
     out = await asyncio.to_thread(document.write, translations, route.target, pattern)
     return TranslatedFile(files.translated_name(name, route.target), document.media_type, out, route.model,

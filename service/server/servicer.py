@@ -6,12 +6,14 @@ exceptions become status codes; how a TranslateStream's items move is streaming.
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import grpc
 
 from attnmt.service.errors import AttnmtError, InvalidInput
 from attnmt.service.server.core import Core
+from attnmt.service.server.files import translate_file
 from attnmt.service.server.status import abort, error_pb
 from attnmt.service.server.streaming import TranslationStream
 from attnmt.service.server.wire import MalformedRequest
@@ -97,3 +99,32 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
             return self.core.get_model(request.name)
         except AttnmtError as e:
             await abort(context, e)
+
+    async def TranslateFile(self, request: pb.TranslateFileRequest, context):
+        """Progress as the file's jobs finish, then the file; a failure ends the call with its status."""
+        if isinstance(request, MalformedRequest):
+            await self._malformed(request, context)
+        events: asyncio.Queue[tuple[int, int] | None] = asyncio.Queue()
+
+        async def run():
+            try:
+                return await translate_file(self.core, request.name, request.data, model=request.model,
+                                            source=request.source_language, target=request.target_language,
+                                            deadline=deadline_of(context), client=client_of(context),
+                                            progress=lambda done, texts: events.put_nowait((done, texts)))
+            finally:
+                events.put_nowait(None)                 # the end, however it came
+
+        task = asyncio.create_task(run())
+        try:
+            while (event := await events.get()) is not None:
+                yield pb.TranslateFileResponse(progress=pb.FileProgress(texts_done=event[0], texts=event[1]))
+            done = await task
+        except AttnmtError as e:
+            await abort(context, e)
+        finally:
+            task.cancel()                               # the caller went away: its jobs are withdrawn
+        yield pb.TranslateFileResponse(file=pb.TranslatedFile(
+            name=done.name, data=done.data, media_type=done.media_type, model=done.model,
+            source_language=done.source_language, target_language=done.target_language,
+            untranslated=done.untranslated))

@@ -45,7 +45,9 @@ def add_to_server(servicer, server) -> None:
     handlers = {}
     for method in service.methods:
         request_class, response_class = getattr(pb, method.input_type.name), getattr(pb, method.output_type.name)
-        make = grpc.stream_stream_rpc_method_handler if method.client_streaming else grpc.unary_unary_rpc_method_handler
+        make = (grpc.stream_stream_rpc_method_handler if method.client_streaming
+                else grpc.unary_stream_rpc_method_handler if method.server_streaming
+                else grpc.unary_unary_rpc_method_handler)
         handlers[method.name] = make(getattr(servicer, method.name), request_deserializer=tolerant(request_class),
                                      response_serializer=response_class.SerializeToString)
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))

@@ -420,3 +420,51 @@ class AlignmentDefaults(_message.Message):
     heads: _containers.RepeatedScalarFieldContainer[int]
     shift_att: bool
     def __init__(self, rule: _Optional[str] = ..., threshold: _Optional[float] = ..., dev_aer: _Optional[float] = ..., test_aer: _Optional[float] = ..., layer: _Optional[int] = ..., heads: _Optional[_Iterable[int]] = ..., shift_att: _Optional[bool] = ...) -> None: ...
+
+class TranslateFileRequest(_message.Message):
+    __slots__ = ("name", "data", "model", "source_language", "target_language")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    data: bytes
+    model: str
+    source_language: str
+    target_language: str
+    def __init__(self, name: _Optional[str] = ..., data: _Optional[bytes] = ..., model: _Optional[str] = ..., source_language: _Optional[str] = ..., target_language: _Optional[str] = ...) -> None: ...
+
+class TranslateFileResponse(_message.Message):
+    __slots__ = ("progress", "file")
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    FILE_FIELD_NUMBER: _ClassVar[int]
+    progress: FileProgress
+    file: TranslatedFile
+    def __init__(self, progress: _Optional[_Union[FileProgress, _Mapping]] = ..., file: _Optional[_Union[TranslatedFile, _Mapping]] = ...) -> None: ...
+
+class FileProgress(_message.Message):
+    __slots__ = ("texts_done", "texts")
+    TEXTS_DONE_FIELD_NUMBER: _ClassVar[int]
+    TEXTS_FIELD_NUMBER: _ClassVar[int]
+    texts_done: int
+    texts: int
+    def __init__(self, texts_done: _Optional[int] = ..., texts: _Optional[int] = ...) -> None: ...
+
+class TranslatedFile(_message.Message):
+    __slots__ = ("name", "data", "media_type", "model", "source_language", "target_language", "untranslated")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    MEDIA_TYPE_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    UNTRANSLATED_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    data: bytes
+    media_type: str
+    model: str
+    source_language: str
+    target_language: str
+    untranslated: int
+    def __init__(self, name: _Optional[str] = ..., data: _Optional[bytes] = ..., media_type: _Optional[str] = ..., model: _Optional[str] = ..., source_language: _Optional[str] = ..., target_language: _Optional[str] = ..., untranslated: _Optional[int] = ...) -> None: ...

@@ -60,6 +60,11 @@ class TranslatorStub:
                 request_serializer=attnmt_dot_v1_dot_translator__pb2.GetModelRequest.SerializeToString,
                 response_deserializer=attnmt_dot_v1_dot_translator__pb2.ModelInfo.FromString,
                 _registered_method=True)
+        self.TranslateFile = channel.unary_stream(
+                '/attnmt.v1.Translator/TranslateFile',
+                request_serializer=attnmt_dot_v1_dot_translator__pb2.TranslateFileRequest.SerializeToString,
+                response_deserializer=attnmt_dot_v1_dot_translator__pb2.TranslateFileResponse.FromString,
+                _registered_method=True)
 
 
 class TranslatorServicer:
@@ -118,6 +123,19 @@ class TranslatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TranslateFile(self, request, context):
+        """A file translated with its structure kept (.txt, .html, .htm, .srt, .vtt,
+        .po, .pot): its bytes in; progress as its texts finish, then the
+        translated file, the last message. The file goes in jobs at bulk priority,
+        so interactive calls keep their latency. Codes: as Translate; also
+        INVALID_ARGUMENT for a format not served (the message names those served),
+        a file over max_file_bytes, or bytes that do not read as their format. The
+        request must fit max_message_bytes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TranslatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -145,6 +163,11 @@ def add_TranslatorServicer_to_server(servicer, server):
                     servicer.GetModel,
                     request_deserializer=attnmt_dot_v1_dot_translator__pb2.GetModelRequest.FromString,
                     response_serializer=attnmt_dot_v1_dot_translator__pb2.ModelInfo.SerializeToString,
+            ),
+            'TranslateFile': grpc.unary_stream_rpc_method_handler(
+                    servicer.TranslateFile,
+                    request_deserializer=attnmt_dot_v1_dot_translator__pb2.TranslateFileRequest.FromString,
+                    response_serializer=attnmt_dot_v1_dot_translator__pb2.TranslateFileResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -282,6 +305,33 @@ class Translator:
             '/attnmt.v1.Translator/GetModel',
             attnmt_dot_v1_dot_translator__pb2.GetModelRequest.SerializeToString,
             attnmt_dot_v1_dot_translator__pb2.ModelInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TranslateFile(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/attnmt.v1.Translator/TranslateFile',
+            attnmt_dot_v1_dot_translator__pb2.TranslateFileRequest.SerializeToString,
+            attnmt_dot_v1_dot_translator__pb2.TranslateFileResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -238,3 +238,27 @@ def test_the_cli_translates_subtitles_through_a_server(files_server, tmp_path):
     sent = [b.splitlines() for b in SUBTITLES.strip().split("\n\n")]
     assert [b[:2] for b in blocks] == [b[:2] for b in sent] and [len(b) for b in blocks] == [len(b) for b in sent]
     assert "estación" not in got
+
+
+def test_the_grpc_call_streams_progress_then_the_file(files_server):
+    """TranslateFile: progress from 0 to every text, then the file; a refused file ends INVALID_ARGUMENT."""
+    import grpc
+
+    from attnmt.service.stubs import translator_pb2 as pb
+    from attnmt.service.stubs import translator_pb2_grpc as pb_grpc
+    with grpc.insecure_channel(files_server.server.address) as channel:
+        stub = pb_grpc.TranslatorStub(channel)
+        events = list(stub.TranslateFile(pb.TranslateFileRequest(name="pelicula.srt", data=SUBTITLES.encode(),
+                                                                 source_language="es", target_language="en"),
+                                         timeout=120))
+        progress = [e.progress for e in events[:-1]]
+        assert all(e.WhichOneof("event") == "progress" for e in events[:-1]) and progress
+        assert progress[0].texts_done == 0 and progress[-1].texts_done == progress[-1].texts == 3
+        file = events[-1].file
+        assert file.name == "pelicula_en.srt" and file.model == "transformer-es-en" and file.target_language == "en"
+        blocks = [b.splitlines() for b in file.data.decode().strip().split("\n\n")]
+        assert [b[:2] for b in blocks] == [b.splitlines()[:2] for b in SUBTITLES.strip().split("\n\n")]
+        with pytest.raises(grpc.RpcError) as refused:
+            list(stub.TranslateFile(pb.TranslateFileRequest(name="informe.pdf", data=b"%PDF-1.4"), timeout=60))
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT and ".srt" in refused.value.details()
+    still_serving(files_server)
