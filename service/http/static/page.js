@@ -366,6 +366,74 @@ async function translate() {
   }
 }
 
+// --- files -------------------------------------------------------------------
+
+const PREVIEW_CHARS = 20000;        // of the translated file, shown below its download link
+
+// A file through POST /v1/translate_file, for the chosen pair (or model): the answer is the
+// translated file itself, offered for download and shown as text.
+async function translateFile(file) {
+  const status = $("status");
+  const link = $("file-download");
+  const preview = $("file-preview");
+  showError("");
+  link.hidden = true;
+  preview.hidden = true;
+  const form = new FormData();
+  form.append("file", file, file.name);
+  if (!$("direction-option").hidden) {
+    form.append("source_language", pair.source);
+    form.append("target_language", pair.target);
+  }
+  if (!$("model-option").hidden && $("model").value) form.append("model", $("model").value);
+  status.textContent = `Translating ${file.name}…`;
+  const started = performance.now();
+  let response;
+  try {
+    response = await fetch("v1/translate_file", { method: "POST", body: form });
+  } catch (e) {
+    status.textContent = "";
+    showError(`The server could not be reached (${e.message}).`, "UNAVAILABLE");
+    return;
+  }
+  if (!response.ok) {
+    const error = (await response.json().catch(() => null))?.error ?? {};
+    status.textContent = "";
+    showError(error.message || `The server answered ${response.status} ${response.statusText}.`,
+              error.code || String(response.status));
+    return;
+  }
+  const blob = await response.blob();
+  const disposition = response.headers.get("Content-Disposition") ?? "";
+  const name = /filename="([^"]+)"/.exec(disposition)?.[1] ?? file.name;
+  if (link.href) URL.revokeObjectURL(link.href);
+  link.href = URL.createObjectURL(blob);
+  link.download = name;
+  link.textContent = `Download ${name}`;
+  link.hidden = false;
+  const text = await blob.text();
+  preview.textContent = text.length > PREVIEW_CHARS ? `${text.slice(0, PREVIEW_CHARS)}\n…` : text;
+  preview.hidden = false;
+  const left = Number(response.headers.get("X-Untranslated-Entries") ?? 0);
+  status.textContent = `Translated ${file.name} in ${fixed((performance.now() - started) / 1000)} s`
+    + (left ? `; ${left} entries left untranslated (a placeholder would have been lost).` : ".");
+}
+
+function wireFiles() {
+  $("file").addEventListener("change", (e) => {
+    if (e.target.files.length) translateFile(e.target.files[0]);
+  });
+  const source = $("source");
+  source.addEventListener("dragover", (e) => {
+    if (e.dataTransfer?.types.includes("Files")) e.preventDefault();
+  });
+  source.addEventListener("drop", (e) => {
+    if (!e.dataTransfer?.files.length) return;     // dropped text goes into the box as usual
+    e.preventDefault();
+    translateFile(e.dataTransfer.files[0]);
+  });
+}
+
 async function loadModels() {
   let reply;
   try {
@@ -446,6 +514,7 @@ function main() {
   });
   $("swap").addEventListener("click", swapDirection);
   wireHighlighting();
+  wireFiles();
   loadModels();
 }
 
