@@ -44,6 +44,7 @@ def test_a_chosen_direction_is_sent_and_shown(browser, server):
     opened(browser, server)
     browser.find_element(By.ID, "swap").click()
     assert browser.find_element(By.ID, "source-label").text == "English"
+    assert browser.find_element(By.ID, "glossary-form").text == "english = spanish"
     assert browser.find_element(By.ID, "source").get_attribute("lang") == "en"
     source = browser.find_element(By.ID, "source")
     source.clear()

@@ -484,6 +484,9 @@ function chooseDirection(next) {
   const source = $("source");
   source.lang = pair.source;
   source.placeholder = pair.source === "es" ? PLACEHOLDER : "";
+  // a glossary term is written source = target, in the pair's order
+  $("glossary-form").textContent = `${languageName(pair.source).toLowerCase()} = ${languageName(pair.target).toLowerCase()}`;
+  $("glossary").placeholder = pair.source === "es" && pair.target === "en" ? "tren = train" : "";
   $("swap").disabled = !isServed(pair.target, pair.source);
   showModels(servedModels.filter((m) => m.sourceLanguage === pair.source && m.targetLanguage === pair.target));
 }
