@@ -75,8 +75,7 @@ class Scheduler:
                priority: int = INTERACTIVE) -> list[Job]:
         """Admit sentences or refuse them all at once; await each job's future."""
         if self.dead is not None:
-            raise DecodeFailed(f"the decode worker of model {self.model} has stopped: {type(self.dead).__name__}: "
-                               f"{self.dead}")
+            raise DecodeFailed(f"the decode worker of model {self.model} has stopped: {type(self.dead).__name__}")
         waiting = self.worker.waiting
         if waiting + len(searches) > self.limits.max_queue:
             raise queue_full(waiting, self.limits.max_queue, len(searches), self.retry_hint, self.metrics)

@@ -217,7 +217,8 @@ class DecodeWorker:
         except BaseException as e:  # the worker itself broke: nothing will decode any more
             log.critical("decode worker of model %s died (%d sentences in the batch, %d waiting)", self.name,
                          len(self._jobs), len(self._waiting), exc_info=True)
-            failure = DecodeFailed(f"the decode worker of model {self.name} has stopped: {type(e).__name__}: {e}")
+            # the cause's own text stays in the log above (a caller reads its type and a request id)
+            failure = DecodeFailed(f"the decode worker of model {self.name} has stopped: {type(e).__name__}")
             failure.__cause__ = e
             try:
                 self._exit(failure)
@@ -408,7 +409,8 @@ class DecodeWorker:
         log.error("decoder step of model %s failed (%d sentences in %d rows, step %d); decoding them again one "
                   "at a time", self.name, len(self._jobs), self.batch.n_rows, self.steps + 1, exc_info=error)
         self.metrics.step_failures.inc()
-        failure = DecodeFailed(f"decoder step failed (model {self.name}): {type(error).__name__}: {error}")
+        # the error's own text (ONNX Runtime's, with its node names) is in the log line above only
+        failure = DecodeFailed(f"decoder step failed (model {self.name}): {type(error).__name__}")
         failure.__cause__ = error
         self._isolate(failure)
 

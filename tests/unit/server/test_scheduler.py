@@ -259,8 +259,9 @@ def test_a_worker_that_dies_fails_its_calls_and_refuses_new_ones(translator, mon
         monkeypatch.setattr(DecodeWorker, "_next_joiners", broken)
         scheduler.start()
         jobs = scheduler.submit([translator.search(LONG, SearchOptions(beam_size=4))], None)
-        with pytest.raises(DecodeFailed, match="injected fault"):
+        with pytest.raises(DecodeFailed, match="has stopped: RuntimeError$") as failed:
             await asyncio.wait_for(jobs[0].future, 10)
+        assert str(failed.value.__cause__) == "injected fault"          # for the log, not the caller
         with pytest.raises(DecodeFailed, match="has stopped"):
             scheduler.submit([translator.search(SHORT, SearchOptions())], None)
         await asyncio.sleep(0.01)
@@ -296,5 +297,6 @@ def test_a_poisoned_sentence_fails_alone_and_its_batch_mates_succeed(translator,
         await scheduler.close()
         return others, outcomes
     others, outcomes = run(main())
-    assert isinstance(outcomes[3], DecodeFailed) and "step exploded" in str(outcomes[3])
+    assert isinstance(outcomes[3], DecodeFailed) and str(outcomes[3]).endswith("RuntimeError")
+    assert "step exploded" in str(outcomes[3].__cause__)      # the log's, not the caller's
     assert texts_of(translator, others, texts) == want
