@@ -100,7 +100,8 @@ def still_serving(client) -> None:
 def test_settings_name_the_formats(files_server):
     settings = files_server.get("/frontend/settings").json()
     assert settings["filesTranslation"] is True
-    assert settings["supportedFilesFormat"] == [".txt", ".html", ".htm", ".srt", ".vtt", ".po", ".pot"]
+    assert settings["supportedFilesFormat"] == [".txt", ".html", ".htm", ".srt", ".vtt", ".po", ".pot", ".xlf",
+                                                ".xliff"]
 
 
 def test_a_text_file_comes_back_line_for_line_and_once(files_server):

@@ -3,9 +3,9 @@
 their translations are written back into the file's own structure (`FileDocument.write`).
 
 One module per family: plain.py (.txt, .html), subtitles.py (.srt, .vtt), gettext.py
-(.po, .pot). Reading refuses (InvalidInput) what is not a file of its extension: an unknown
-extension (naming the ones served), no bytes, bytes that do not decode (encoding.py), a
-structure its parser does not take. Nothing here schedules or stores: the core splits a
+(.po, .pot), xliff.py (.xlf, .xliff). Reading refuses (InvalidInput) what is not a file of
+its extension: an unknown extension (naming the ones served), no bytes, bytes that do not
+decode (encoding.py), a structure its parser does not take. Nothing here schedules or stores: the core splits a
 file's texts into jobs (service/server/files.py).
 """
 
@@ -15,7 +15,7 @@ from pathlib import PurePosixPath
 from typing import Callable
 
 from attnmt.service.errors import InvalidInput
-from attnmt.service.text.files import gettext, plain, subtitles
+from attnmt.service.text.files import gettext, plain, subtitles, xliff
 from attnmt.service.text.files.base import FileDocument, Limits
 
 # extension -> its reader: (the file's bytes, the limits) -> FileDocument
@@ -23,6 +23,7 @@ READERS: dict[str, Callable[[bytes, Limits], FileDocument]] = {
     ".txt": plain.read_text, ".html": plain.read_html, ".htm": plain.read_html,
     ".srt": subtitles.read_srt, ".vtt": subtitles.read_vtt,
     ".po": gettext.read, ".pot": gettext.read,
+    ".xlf": xliff.read, ".xliff": xliff.read,
 }
 EXTENSIONS = tuple(READERS)     # LibreTranslate's `supportedFilesFormat`
 
