@@ -138,6 +138,10 @@ class Settings(BaseSettings):
                                                   "together (1: at every step)")
     max_join_delay_ms: float = Field(10.0, ge=0, le=10_000, description="the longest a sentence waits for "
                                                                      "min_joiners company before it joins")
+    max_bulk_rows_beside_interactive: int = Field(4, ge=1, description="while interactive calls (Translate, "
+                                                  "Align, HTTP) are being decoded or arrived within the last second, "
+                                                  "bulk work (streams, files) joins a decode batch only up to this "
+                                                  "many rows, so an interactive sentence's steps stay small")
     max_queue: int = Field(1024, ge=1, description="sentences waiting for admission; beyond it RESOURCE_EXHAUSTED")
     retry_after_seconds: float = Field(0.5, gt=0, description="retry hint (RetryInfo) sent with RESOURCE_EXHAUSTED "
                                                               "while refusals are few")

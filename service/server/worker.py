@@ -35,7 +35,7 @@ from attnmt.service.errors import DeadlineExceeded, DecodeFailed, Unavailable
 from attnmt.service.inference.batch import DecodeBatch
 from attnmt.service.inference.engine import Engine
 from attnmt.service.inference.search import Search
-from attnmt.service.server.admission import INTERACTIVE, FairQueue
+from attnmt.service.server.admission import BULK, INTERACTIVE, FairQueue
 from attnmt.service.server.metrics import Metrics
 
 if TYPE_CHECKING:
@@ -50,6 +50,9 @@ log = logging.getLogger(__name__)
 # who come back as RetryInfo tells them.
 IDLE_ROWS = 8
 IDLE_AFTER_REFUSAL = 10.0
+# Interactive work that arrived this recently still holds bulk work to a few rows (_admit): one
+# client's calls one after another leave gaps of a round trip between them.
+INTERACTIVE_RECENT = 1.0
 
 SHUTTING_DOWN = "server is shutting down"
 
@@ -68,6 +71,7 @@ class SchedulerLimits:
     max_queue_delay: float            # seconds an idle batch waits for company before its first step
     min_joiners: int                  # a running batch (half full or more) takes joiners this many at a time
     max_join_delay: float             # seconds a waiting sentence waits for that company at most
+    max_bulk_rows_beside_interactive: int   # bulk rows a step admits while interactive work is about
     retry_after: float
     continuous: bool
 
@@ -77,6 +81,7 @@ class SchedulerLimits:
         return cls(max_batch_rows=s.max_batch_rows, max_batch_tokens=s.max_batch_tokens,
                    max_cache_bytes=s.max_cache_bytes, max_queue=s.max_queue, max_queue_delay=s.queue_delay_seconds,
                    min_joiners=s.min_joiners, max_join_delay=s.max_join_delay_ms / 1000,
+                   max_bulk_rows_beside_interactive=s.max_bulk_rows_beside_interactive,
                    retry_after=s.retry_after_seconds, continuous=s.batching == "continuous")
 
 
@@ -155,6 +160,7 @@ class DecodeWorker:
         self._held: list[Job] = []         # request-level mode: done, answered when the batch ends
         self._suspects: list[Job] = []     # after a failed step: decoded again one at a time, first first
         self._deferred_since: float | None = None   # when sentences first waited for joining company
+        self._interactive_seen = float("-inf")      # when interactive work last arrived (bulk yields to it)
         self.steps = 0
         self.rows = 0                      # rows over all steps (Job.rows is a difference of these)
         self.thread = threading.Thread(target=self._main, name=f"decode-{name}", daemon=True)
@@ -268,9 +274,11 @@ class DecodeWorker:
     def _absorb(self, arrivals: list[Job], withdrawals: list[Job]) -> list[Result]:
         """Arrivals join the queue; withdrawn sentences not answered yet are marked and
         counted here, once, and leave their container in `_drop_dead`."""
+        now, results = time.monotonic(), []
         for job in arrivals:
             self._waiting.append(job)
-        now, results = time.monotonic(), []
+            if job.priority == INTERACTIVE:
+                self._interactive_seen = now
         for job in withdrawals:
             if job.outcome is None:
                 results += self._settle_dead(job, now, withdrawn=True)
@@ -335,10 +343,20 @@ class DecodeWorker:
         if not self.limits.continuous and self._jobs:
             return []                    # request-level: the batch runs to its end first
         joining: list[Job] = []
-        # rows, longest source and longest translation to come once this round's joiners are in
-        budget = {"rows": self.batch.n_rows, "longest": self.batch.longest, "to_come": 0}
+        # rows, longest source and longest translation to come once this round's joiners are in;
+        # bulk rows beside interactive work: while interactive work is about (in the batch, or
+        # arrived within INTERACTIVE_RECENT), bulk sentences join only up to a few rows, so an
+        # interactive sentence's steps stay small, as on an idle server (a file's jobs do not
+        # take every row between two calls of one interactive client)
+        interactive = (time.monotonic() - self._interactive_seen < INTERACTIVE_RECENT
+                       or any(j.priority == INTERACTIVE for j in self._jobs.values()))
+        bulk_rows = sum(j.width for j in self._jobs.values() if j.priority == BULK) if interactive else 0
+        budget = {"rows": self.batch.n_rows, "longest": self.batch.longest, "to_come": 0, "bulk": bulk_rows}
 
         def fits(job: Job) -> bool:
+            if (interactive and job.priority == BULK and budget["bulk"]
+                    and budget["bulk"] + job.width > self.limits.max_bulk_rows_beside_interactive):
+                return False             # yields to the interactive work about (one always runs)
             if not budget["rows"]:
                 return True              # an empty step takes anything (limits are checked at the door)
             rows, longest = budget["rows"] + job.width, max(budget["longest"], job.search.src_len)
@@ -351,6 +369,7 @@ class DecodeWorker:
         def admit(job: Job) -> None:
             joining.append(job)
             budget["rows"] += job.width
+            budget["bulk"] += job.width if job.priority == BULK else 0
             budget["longest"] = max(budget["longest"], job.search.src_len)
             budget["to_come"] = max(budget["to_come"], job.search.max_length)
 

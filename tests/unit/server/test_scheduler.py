@@ -300,3 +300,23 @@ def test_a_poisoned_sentence_fails_alone_and_its_batch_mates_succeed(translator,
     assert isinstance(outcomes[3], DecodeFailed) and str(outcomes[3]).endswith("RuntimeError")
     assert "step exploded" in str(outcomes[3].__cause__)      # the log's, not the caller's
     assert texts_of(translator, others, texts) == want
+
+
+def test_bulk_work_joins_only_a_few_rows_while_interactive_work_is_about(translator):
+    """A file's or a stream's sentences (BULK) fill the batch on their own, but beside an
+    interactive call only max_bulk_rows_beside_interactive rows of them join, so the call's
+    steps stay small (one bulk sentence always may)."""
+    from attnmt.service.server.worker import BULK, DecodeWorker, Job
+
+    def admitted(interactive: bool, cap: int) -> list[int]:
+        worker = DecodeWorker(translator.engine, limits(max_bulk_rows_beside_interactive=cap), Metrics(), "tiny",
+                              deliver=lambda results: None, on_death=lambda error: None)
+        jobs = [Job(translator.search(SHORT, SearchOptions()), None, None, "file", BULK) for _ in range(10)]
+        if interactive:
+            jobs.append(Job(translator.search(SHORT, SearchOptions()), None, None, "user"))
+        worker._absorb(jobs, [])
+        return [job.priority for job in worker._admit()]
+
+    assert admitted(False, 4) == [BULK] * 10
+    assert sorted(admitted(True, 4)) == [0] + [BULK] * 4          # the interactive sentence, and 4 bulk rows
+    assert sorted(admitted(True, 1)) == [0, BULK]
