@@ -1,5 +1,5 @@
 """The measurement subcommands of `attnmt`: bench (engine, server, offline, serving, http, glossary,
-quality, score-functions, overload, soak, order), evaluate, evaluate-public, evaluate-alignment, fit-quality.
+quality, score-functions, overload, soak, order, files), evaluate, evaluate-public, evaluate-alignment, fit-quality.
 
 Found by `attnmt` through the `attnmt.commands` entry point; the modules that run them
 (torch, grpc, sacrebleu, the client) are imported only when one runs, so they cost
@@ -11,6 +11,11 @@ import argparse
 import json
 import sys
 from pathlib import Path
+
+
+def _files(args: argparse.Namespace) -> int:
+    from attnmt.bench.files import cmd_bench_files
+    return cmd_bench_files(args)
 
 
 def _overload(args: argparse.Namespace) -> int:
@@ -291,6 +296,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _register_serving_benches(bench: argparse._SubParsersAction) -> None:
+    b = bench.add_parser("files", help="single-sentence calls beside a large gettext catalog in /v1/translate_file: "
+                                       "their p50 against an idle server's, and the file's time")
+    model_and_data_arguments(b)
+    b.add_argument("--catalog-data", type=Path, default=Path("data/gettext"),
+                   help="data directory whose test sources become the catalog's msgids (default: data/gettext)")
+    b.add_argument("--entries", type=int, default=5000)
+    b.add_argument("--set", action="append", metavar="KEY=VALUE", help="another server setting (repeatable)")
+    b.add_argument("--json", type=Path, help="also write the report here")
+    b.set_defaults(func=_files)
     b = bench.add_parser("overload", help="512 callers against max_queue 64: goodput kept, refusal latency, "
                                           "CPU and unexpected codes (retrying at once vs honouring RetryInfo)")
     model_and_data_arguments(b)

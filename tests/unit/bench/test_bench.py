@@ -169,3 +169,12 @@ def test_bench_order(tiny_model, data, capsys, tmp_path):
         assert 0 < run["mean_rows"] <= 4
     assert positive(*report["random_over_longest_first"].values())
     assert "| CPU seconds |" in table
+
+
+def test_bench_files(tiny_model, data, capsys, tmp_path):
+    report, table = bench(capsys, tmp_path, "files", "--model", str(tiny_model), "--data", str(data),
+                          "--catalog-data", str(data), "--entries", "12", "--sentences", "4")
+    sources = {line.split("\t")[0] for line in (data / "test.tsv").read_text().splitlines() if line}
+    assert report["file_status"] == 200 and report["entries"] == min(12, len(sources))
+    assert positive(report["idle_p50_ms"], report["file_seconds"]) and report["untranslated"] >= 0
+    assert "single-sentence p50, idle server" in table
