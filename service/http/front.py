@@ -37,8 +37,10 @@ from attnmt.service.http.errors import CallEnded, ended
 from attnmt.service.http.protocol import HeadDeadlineProtocol
 from attnmt.service.server import rpc_record
 from attnmt.service.server.core import SERVICE_NAME
+from attnmt.service.server.files import translate_file
 from attnmt.service.server.filestore import FileStore
 from attnmt.service.server.metrics import CALL_PROTOCOL
+from attnmt.service.stubs import translator_pb2 as pb
 
 log = logging.getLogger("attnmt")
 
@@ -222,6 +224,19 @@ class HttpFront:
             return await body.read(request, s.max_file_bytes + FORM_ROOM, s.http_body_timeout_seconds,
                                    "max_file_bytes and 64 KiB for the form")
         return await body.read(request, s.max_message_bytes, s.http_body_timeout_seconds)
+
+    async def translate_file(self, request: Request, upload, model: str, source: str, target: str):
+        """An uploaded file through the core's file path (service/server/files.py), one call of
+        TranslateFile as `call` records it; for both transports' file routes."""
+        data = await upload.read()
+        await upload.close()
+        message = pb.TranslateRequest(model=model, source_language=source, target_language=target)
+        self.refuse_if_full(message)
+
+        async def answer(message, *, deadline, client):
+            return await translate_file(self.core, upload.filename, data, model=model, source=source,
+                                        target=target, deadline=deadline, client=client)
+        return await self.call("TranslateFile", message, request, answer)
 
     def refuse_if_full(self, message) -> None:
         """The overload gate, as gRPC's interceptor applies it: refuse before any work when no

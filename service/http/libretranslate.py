@@ -22,7 +22,6 @@ from attnmt.service.errors import InvalidInput
 from attnmt.service.http import body
 from attnmt.service.http.caller import timeout_of
 from attnmt.service.http.errors import CallEnded, JSONResponse, invalid
-from attnmt.service.server.files import translate_file as core_translate_file
 from attnmt.service.server.routing import AUTO
 from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.text import files, language
@@ -227,16 +226,8 @@ def routes(front) -> list[Route]:
             raise invalid(f"Invalid request: {e}") from None
         # `auto`: the core detects the file's language among the sources served into `target`
         model = model_of({source}, target, False) if source != AUTO else ""
-        data = await upload.read()
-        await upload.close()
-        message = pb.TranslateRequest(model=model, source_language=source, target_language=target)
-        front.refuse_if_full(message)
-
-        async def answer(message, *, deadline, client):
-            return await core_translate_file(core, upload.filename, data, model=model, source=source, target=target,
-                                          deadline=deadline, client=client)
         try:
-            done = await front.call("TranslateFile", message, request, answer)
+            done = await front.translate_file(request, upload, model, source, target)
         except CallEnded as e:          # the file's own words, in LibreTranslate's
             if e.http_status == 400 and not e.message.startswith("Invalid request"):
                 e.message = "Invalid request: " + e.message

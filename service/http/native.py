@@ -16,7 +16,6 @@ from starlette.routing import Route
 
 from attnmt.service.http import body, jsonpb
 from attnmt.service.http.errors import JSONResponse
-from attnmt.service.server.files import translate_file as core_translate_file
 from attnmt.service.stubs import translator_pb2 as pb
 
 
@@ -106,15 +105,7 @@ def routes(front) -> list[Route]:
             raise body.invalid("file is missing: send the file in the form field `file`, with its name")
         model, source, target = text("model"), text("source_language", "sourceLanguage"), \
             text("target_language", "targetLanguage")
-        data = await upload.read()
-        await upload.close()
-        message = pb.TranslateRequest(model=model, source_language=source, target_language=target)
-        front.refuse_if_full(message)
-
-        async def answer(message, *, deadline, client):
-            return await core_translate_file(core, upload.filename, data, model=model, source=source, target=target,
-                                           deadline=deadline, client=client)
-        done = await front.call("TranslateFile", message, request, answer)
+        done = await front.translate_file(request, upload, model, source, target)
         return Response(done.data, media_type=done.media_type, headers={
             "Content-Disposition": f'attachment; filename="{done.name}"', "Content-Language": done.target_language,
             "X-Model": done.model, "X-Source-Language": done.source_language,
