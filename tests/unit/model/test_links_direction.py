@@ -25,7 +25,12 @@ def write_reversible(data: Path, pairs: list[tuple[str, str]]) -> Path:
 def test_links_written_english_to_spanish_index_english_words(tmp_path):
     pytest.importorskip("eflomal")
     from attnmt.model.data.links import write_links
-    pairs = synthetic_corpus(1200, seed=3)        # 1,200: eflomal finds the verbs in nearly every pair
+    # 1,200 pairs: eflomal finds the verbs in most of them (it seeds its samplers from the system, so
+    # how many varies from run to run: half to over nine in ten). Every English side has two words
+    # more than its toy side ("the" twice), so only links read English first reach past the toy
+    # sentence's end: that, not the aligner's quality, is what says the direction.
+    pairs = synthetic_corpus(1200, seed=3)
+    assert all(len(english.split()) > len(toy.split()) for toy, english in pairs)
     data = write_reversible(tmp_path / "toy", pairs)
 
     write_links([data], src_lang="en", tgt_lang="es")
@@ -35,16 +40,18 @@ def test_links_written_english_to_spanish_index_english_words(tmp_path):
     assert links_languages(data / "train.links") == ("en", "es")
     lines = (data / "train.links").read_text().splitlines()
     assert len(lines) == len(pairs)
-    found = hits = 0
+    found = hits = beyond = 0
     for (toy, english), line in zip(pairs, lines):
         links = parse_pharaoh(line)[0]
         en, es = english.split(), toy.split()
         assert all(i < len(en) and j < len(es) for i, j in links)
+        beyond += any(i >= len(es) for i, _ in links)
         verb = next(k for k, w in enumerate(es) if w in VERBS)
         expected = {(en.index(VERBS[es[verb]]), verb), (len(en) - 1, len(es) - 1)}    # (English i, Spanish j)
         found += len(expected)
         hits += len(expected & links)
-    assert hits / found > 0.9
+    assert beyond / len(pairs) > 0.9               # English words past the toy sentence's end are linked
+    assert hits / found > 0.4                       # and the links are the aligner's, not noise
 
     # the gold set is Spanish→English: its pairs would join the aligner's text reversed
     with pytest.raises(ValueError, match="without --gold"):
