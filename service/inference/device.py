@@ -26,6 +26,7 @@ import numpy as np
 import onnxruntime as ort
 
 from attnmt.service.inference.engine import Engine
+from attnmt.service.inference.sessions import axis_suffix
 from attnmt.service.inference.slots import Memory, Rows
 from attnmt.service.modeldir.manifest import SRC_MASK
 
@@ -124,8 +125,7 @@ class DeviceSlots:
         if rank >= 3:       # caches of different ages: aligned on the right, as long as the oldest live row
             longer = max(old.shape()[axis], new.shape()[axis])
             feeds["length"] = np.array(min(longer, cache_length) if cache_length else longer, np.int64)
-        at = f"_at{axis}" if axis != 1 else ""
-        graph = self.engine.sessions.slot_graph(f"rows_gather_{rank}{at}.onnx")
+        graph = self.engine.sessions.slot_graph(f"rows_gather_{rank}{axis_suffix(axis)}.onnx")
         (rows,) = self.engine.run_on_device(graph, feeds, ("rows",))
         return rows
 

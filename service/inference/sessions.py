@@ -37,6 +37,12 @@ _LEVELS = {"disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
            "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}
 
 OPENVINO = "OpenVINOExecutionProvider"
+
+
+def axis_suffix(axis: int) -> str:
+    """The slot graphs' name for a tensor whose positions run along `axis`: "" for axis 1,
+    "_at2" for axis 2 (model/export/slot_graphs.py names them so)."""
+    return f"_at{axis}" if axis != 1 else ""
 _openvino_lock = threading.Lock()
 _openvino_registered = False        # ONNX Runtime refuses a second registration of the library
 
@@ -231,8 +237,7 @@ class Sessions:
         for name in self.manifest.memory:
             kind, rank = outputs[name].type.removeprefix("tensor(").removesuffix(")"), len(outputs[name].shape or ())
             axis = self.manifest.position_axis(name)
-            at = f"_at{axis}" if axis != 1 else ""
-            files[name] = f"memory_gather_{kind}_{rank}{at}.onnx"
+            files[name] = f"memory_gather_{kind}_{rank}{axis_suffix(axis)}.onnx"
             if not (SLOT_GRAPHS / files[name]).is_file():
                 where = f", source axis {axis}" if axis != 1 else ""
                 raise ModelLoadError(f"{self.model_dir}: memory {name!r} ({outputs[name].type}, rank {rank}{where}) "
