@@ -11,7 +11,8 @@
 # Env: CONFIG, RUN, INIT (where the config's init_from points), DATA (its data_dir), PIECES and
 # WEIGHTS (where the two pieces are), OVERRIDES
 # (a JSON object of TrainConfig fields, e.g. '{"device": "cpu", "max_steps": 2}' and NO_SITE=1 for a
-# dry run on a CPU machine), UNPACK=only|skip (unpack the pieces and stop, or train on what an
+# dry run on a CPU machine), KEEP (which weights come back: any of averaged-last3, best, last-kept; all three
+# by default), UNPACK=only|skip (unpack the pieces and stop, or train on what an
 # earlier call unpacked: bench/gpu_score_functions.sh runs several stages at once that way).
 set -u -o pipefail
 OUT=${OUT:-gpu-out}
@@ -35,7 +36,7 @@ test -f "$RUN/piece_links.npz" || xz -dc "$PIECES/piece_links.npz.xz" > "$RUN/pi
 cp "$PIECES/spm.model" "$INIT/" && { [ -z "$WEIGHTS" ] || cp "$WEIGHTS" "$INIT/checkpoint.pt"; } || exit 7  # WEIGHTS='': from scratch
 # attnmt's worlds linked in as the package (the layout of the editable install, with no build)
 mkdir -p "$SITE/attnmt"
-for world in service model bench; do ln -sfn "$PWD/$world" "$SITE/attnmt/$world"; done
+for world in service model bench corpus; do ln -sfn "$PWD/$world" "$SITE/attnmt/$world"; done
 fi
 [ "${UNPACK:-}" != only ] || exit 0
 export PYTHONPATH="$SITE" PYTHONUNBUFFERED=1
@@ -54,7 +55,7 @@ PY
 echo "train rc $?"
 
 stamp weights
-python3 - "$RUN" "$OUT" <<'PY'
+python3 - "$RUN" "$OUT" "${KEEP:-averaged-last3 best last-kept}" <<'PY'
 import sys
 from pathlib import Path
 import torch
@@ -66,7 +67,7 @@ if kept:
     average_checkpoints(kept[-3:], run / "averaged-last3.pt")
 for name, path in (("averaged-last3", run / "averaged-last3.pt"), ("best", run / "best.pt"),
                    ("last-kept", kept[-1] if kept else None)):
-    if path is None or not path.exists():
+    if name not in sys.argv[3].split() or path is None or not path.exists():
         continue
     ckpt = torch.load(path, map_location="cpu", weights_only=False)
     shared = {}                   # tied tensors stay one tensor
