@@ -148,12 +148,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", type=Path, default=DEFAULT_MODEL, help="model directory (default: the served default, "
                                                                         "models/transformer-es-en)")
     p.add_argument("--gold", type=Path, default=_REPO / "tests" / "data" / "gold-alignments",
-                   help="directory with {split}.tsv (id, domain, source, target, links)")
+                   help="directory with {split}.tsv (id, domain, source, target, links) and languages.txt "
+                        "(the columns' languages; the pairs are read reversed for a model of the other direction)")
     p.add_argument("--splits", nargs="+", default=["dev", "test"])
     p.add_argument("--tune-split", default="dev", help="the split thresholds are chosen on")
     p.add_argument("--links", action="append", default=[], metavar="NAME=FILE",
-                   help="score a Pharaoh links file too, one line per gold pair; {split} in FILE is replaced "
-                        "(repeatable), e.g. eflomal=data/gold-links/{split}.links")
+                   help="score a Pharaoh links file too, one line per gold pair in the gold file's direction "
+                        "(eflomal's: es→en); reversed with the pairs when MODEL translates the other way "
+                        "(languages.txt in GOLD), so both are scored on the same pairs in the same direction; "
+                        "{split} in FILE is replaced (repeatable), e.g. eflomal=data/gold-links/{split}.links")
     p.add_argument("--samples", type=int, default=1000, help="bootstrap resamples of the pairs")
     p.add_argument("--seed", type=int, default=25)
     p.add_argument("--run", type=Path, help="instead of --model: a Transformer training run, every decoder layer "

@@ -16,13 +16,24 @@ from pathlib import Path
 
 import sacrebleu
 
-from attnmt.corpus.splits import corpus_files, read_parallel
+from attnmt.corpus.splits import read_split
 from attnmt.model.data.placeholders import find as find_placeholders
 from attnmt.model.export.measured import update_manifest
 from attnmt.service.inference.engine import Engine, EngineOptions
 from attnmt.service.inference.search import SearchOptions
 from attnmt.service.plotting import plot_alignment
 from attnmt.service.text.translator import Translator
+
+APERTIUM_CODES = {"es": "spa", "en": "eng"}   # ISO 639-1 as the manifests write them → Apertium's pair names
+
+
+def apertium_pair(source_language: str, target_language: str) -> str:
+    """Apertium's name for a direction, `spa-eng` for es→en; a language it has no code for is refused."""
+    try:
+        return f"{APERTIUM_CODES[source_language]}-{APERTIUM_CODES[target_language]}"
+    except KeyError as e:
+        raise ValueError(f"no Apertium pair for {source_language}→{target_language}: "
+                         f"codes known for {sorted(APERTIUM_CODES)}") from e
 
 
 def apertium(sources: list[str], pair: str = "spa-eng") -> list[str] | None:
@@ -73,7 +84,7 @@ def shortlist_change(model_dir: Path, data_dir: Path, split: str = "dev") -> dic
     full = Engine(model_dir, EngineOptions(shortlist=False))
     listed = Engine(model_dir, EngineOptions(shortlist=True))
     m = full.manifest
-    pairs = list(read_parallel(*corpus_files(data_dir, split, m.source_language, m.target_language)))
+    pairs = read_split(data_dir, split, m.source_language, m.target_language)
     sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
     report = {"split": f"{Path(data_dir).name}/{split}"}
     for label, engine in (("full", full), ("shortlist", listed)):
@@ -94,8 +105,7 @@ def evaluate(model_dir: Path, data_dir: Path, split: str = "test", beam: int = 5
     engine = Engine(model_dir)
     translator = Translator(engine, max_tokens=100_000)
     m = engine.manifest
-    src_path, tgt_path = corpus_files(data_dir, split, m.source_language, m.target_language)
-    pairs = list(read_parallel(src_path, tgt_path))
+    pairs = read_split(data_dir, split, m.source_language, m.target_language)
     sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
     out = out or model_dir / "eval" / Path(data_dir).name
     out.mkdir(parents=True, exist_ok=True)
@@ -122,7 +132,7 @@ def evaluate(model_dir: Path, data_dir: Path, split: str = "test", beam: int = 5
     if baseline is not None:
         other = Path(baseline).read_text(encoding="utf-8").rstrip("\n").split("\n")
         report[f"beam{beam}"]["paired"] = {"against": str(baseline), **paired_bootstrap(best, other, refs)}
-    rule_based = apertium(sources)
+    rule_based = apertium(sources, apertium_pair(m.source_language, m.target_language))
     if rule_based is not None:
         report["apertium"] = {**score(rule_based, refs), "placeholders": placeholders_kept(sources, rule_based),
                               "paired": {"against": f"beam{beam}", **paired_bootstrap(rule_based, best, refs)}}

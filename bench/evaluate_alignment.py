@@ -29,6 +29,11 @@ union and grow-diag(-final)(-and) (attnmt.service.modeldir.links), and a thresho
 tuned on dev. The served rows call the server's own functions (`hard_alignment`):
 argmax per target word (the default), α >= threshold, and argmax per target
 piece mapped to words (`level="pieces"`).
+
+The gold set is read in the model's direction: a model translating the reverse of what
+its languages.txt declares (an English→Spanish model on the Spanish→English set) gets
+every pair reversed, and the links files given for the gold pairs, which are in the gold
+file's own direction, reversed with them (attnmt.corpus.word_links.gold_reversed).
 """
 
 from __future__ import annotations
@@ -42,9 +47,10 @@ import numpy as np
 
 from attnmt.bench.aer import aer_ratio, diagonal, pair_counts, score_with_intervals, scores
 from attnmt.bench.loadtest import describe, machine
-from attnmt.corpus.word_links import GoldPair, Links, read_gold, read_links
+from attnmt.corpus.word_links import GoldPair, Links, gold_reversed, read_gold, read_links, reversed_links
 from attnmt.service.inference.engine import Engine
 from attnmt.service.modeldir.links import DEFAULT_RULE, RULES, rules_from_alpha, threshold_links
+from attnmt.service.modeldir.manifest import load_manifest
 from attnmt.service.text.alignment import EOS_TOKEN, shifted_rows, word_groups
 from attnmt.service.text.translator import Hypothesis, Translator
 
@@ -142,14 +148,20 @@ def _score(pairs: list[GoldPair], found: list[Links], samples: int, seed: int) -
 def evaluate_alignment(model_dir: Path, gold_dir: Path = GOLD, splits=("dev", "test"), tune_split: str = "dev",
                        links: dict[str, str] | None = None, samples: int = 1000, seed: int = 25) -> dict:
     """links: name -> Pharaoh file, one line per gold pair; `{split}` in the path is
-    replaced by the split's name. Thresholds are chosen on `tune_split` (lowest AER)."""
-    gold = {split: read_gold(Path(gold_dir) / f"{split}.tsv") for split in splits}
+    replaced by the split's name, its lines in the gold file's direction (reversed with the
+    pairs). Thresholds are chosen on `tune_split` (lowest AER)."""
+    m = load_manifest(model_dir, verify=False)
+    reverse = gold_reversed(gold_dir, m.source_language, m.target_language)
+    gold = {split: read_gold(Path(gold_dir) / f"{split}.tsv", reverse) for split in splits}
     scored = {split: [p for p in rows if p.annotated] for split, rows in gold.items()}
     everything = [p for split in splits for p in scored[split]]
     report: dict = {"model": str(model_dir), "gold": str(gold_dir), "machine": machine(),
                     "bootstrap": {"samples": samples, "seed": seed, "level": 0.95, "over": "sentence pairs"},
                     "metric": "micro AER, precision, recall (Och & Ney 2003), Sure ⊆ Possible",
                     "splits": {}, "external": {}}
+    if reverse:
+        report["gold_reversed"] = (f"{m.target_language}→{m.source_language} gold pairs and links files read "
+                                   f"{m.source_language}→{m.target_language}")
     found, report["forced_decoding"] = model_links(model_dir, everything) if everything else ([], {})
     by_pair = {id(p): f for p, f in zip(everything, found)}
     for name, pattern in (links or {}).items():
@@ -157,7 +169,7 @@ def evaluate_alignment(model_dir: Path, gold_dir: Path = GOLD, splits=("dev", "t
         report["external"][name] = {"path": pattern, "card": json.loads(card.read_text()) if card.exists() else None}
         for split in splits:
             path = pattern.replace("{split}", split)
-            lines = read_links(path)
+            lines = [reversed_links(line) for line in read_links(path)] if reverse else read_links(path)
             if len(lines) != len(gold[split]):
                 raise ValueError(f"{path}: {len(lines)} lines for {len(gold[split])} gold pairs in {split}.tsv")
             for pair, line in zip(gold[split], lines):
@@ -215,6 +227,8 @@ def choose_hard_links(report: dict, tune_split: str = "dev") -> dict:
     rule, threshold = servable[best]
     chosen: dict = {"rule": rule, "threshold": threshold, "row": best, "chosen_on": tune_split,
                     "gold": Path(report["gold"]).name, "measured": report["machine"].get("date")}
+    if "gold_reversed" in report:
+        chosen["gold_reversed"] = report["gold_reversed"]
     for split, entry in report["splits"].items():
         if best in entry["rules"]:
             aer = entry["rules"][best]["aer"]
@@ -227,7 +241,7 @@ def choose_hard_links(report: dict, tune_split: str = "dev") -> dict:
 def format_report(report: dict) -> str:
     """One table per split, rows in the order: external links files, served rules,
     each reading's rules, the diagonal floor."""
-    out = []
+    out = [f"Gold set reversed: {report['gold_reversed']}.\n"] if "gold_reversed" in report else []
     for split, entry in report["splits"].items():
         domains = ", ".join(f"{n} {d}" for d, n in entry["domains"].items())
         out.append(f"Gold {split}: {entry['annotated']} of {entry['pairs']} pairs aligned by hand ({domains}); "

@@ -19,8 +19,8 @@ import sacrebleu
 import torch
 import yaml
 
-from attnmt.bench.evaluate import apertium, placeholders_kept, score
-from attnmt.corpus.splits import corpus_files, read_parallel
+from attnmt.bench.evaluate import apertium, apertium_pair, placeholders_kept, score
+from attnmt.corpus.splits import read_split
 from attnmt.model.architectures.rnnsearch import count_parameters
 from attnmt.model.batching import inference_batches, make_batch
 from attnmt.model.export.rnnsearch import placeholder_contract
@@ -78,7 +78,7 @@ def evaluate_run(run_dir: Path, data_dir: Path, split: str = "test", beam: int =
     translator = RunTranslator(run_dir, checkpoint)
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
     src_lang, tgt_lang = config["src_lang"], config["tgt_lang"]
-    pairs = list(read_parallel(*corpus_files(data_dir, split, src_lang, tgt_lang)))
+    pairs = read_split(data_dir, split, src_lang, tgt_lang)
     sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
     out = out or run_dir / "eval" / Path(data_dir).name
     out.mkdir(parents=True, exist_ok=True)
@@ -114,7 +114,7 @@ def evaluate_run(run_dir: Path, data_dir: Path, split: str = "test", beam: int =
             hyps = [t.best.text for t in served.translate(sources, SearchOptions(beam_size=size))]
             record(section, label, hyps, time.perf_counter() - start, "baseline.")
         report["baseline"] = section
-    reference = apertium(sources)
+    reference = apertium(sources, apertium_pair(src_lang, tgt_lang))
     if reference is not None:
         report["apertium"] = {**score(reference, refs), "placeholders": placeholders_kept(sources, reference)}
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")

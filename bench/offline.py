@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 from attnmt.bench.loadtest import TimedEngine, describe, format_targets, machine, spread, target
-from attnmt.corpus.splits import corpus_files, read_parallel
+from attnmt.corpus.splits import read_split
 from attnmt.service.inference.engine import Engine, EngineOptions
 from attnmt.service.inference.offline import decode_all
 from attnmt.service.inference.search import Search, SearchOptions
@@ -48,8 +48,7 @@ def source_sentences(model_dir: Path, data_dir: Path, sentences: int | None = No
     """Source side of the test split in the model's source language; `sentences` of
     them evenly spaced, or all."""
     m = load_manifest(model_dir, verify=False)
-    src, tgt = corpus_files(data_dir, "test", m.source_language, m.target_language)
-    return spread([s for s, _ in read_parallel(src, tgt)], sentences)
+    return spread([s for s, _ in read_split(data_dir, "test", m.source_language, m.target_language)], sentences)
 
 
 # --- attnmt bench engine ------------------------------------------------------
@@ -79,8 +78,7 @@ def bench_engine(model_dir: Path, data_dir: Path, sentences: int = 200, repeats:
     if threads:
         torch.set_num_threads(threads)
     m = engine.manifest
-    src, tgt = corpus_files(data_dir, "test", m.source_language, m.target_language)
-    texts = [s for s, _ in read_parallel(src, tgt)][:sentences]
+    texts = [s for s, _ in read_split(data_dir, "test", m.source_language, m.target_language)][:sentences]
     sources = [engine.tokenizer.encode(t) for t in texts]
 
     # The two must agree before their speeds mean anything.

@@ -130,6 +130,37 @@ def test_write_manifest_records_the_rule_with_the_lowest_dev_aer_and_the_server_
     assert translator.links_rule == (chosen["rule"], chosen["threshold"])
 
 
+def test_an_english_to_spanish_model_reads_the_gold_set_and_its_links_files_reversed(tmp_path):
+    model = REPO / "models" / "transformer-en-es"
+    if not (model / "manifest.json").exists():
+        pytest.skip("no bundled en-es model")
+    gold = write_gold(tmp_path / "gold", GOLD[:3])                   # Spanish words i, English words j
+    (gold / "languages.txt").write_text("es\ten\n", encoding="utf-8")
+    links = tmp_path / "links"
+    links.mkdir()
+    for split in ("dev", "test"):        # an aligner's links for the gold pairs, es→en as the file: its Sure links
+        (links / f"{split}.links").write_text("".join(" ".join(x for x in r[4].split() if "p" not in x) + "\n"
+                                                      for r in GOLD[:3]), encoding="utf-8")
+    out = tmp_path / "aer.json"
+    done = attnmt("evaluate-alignment", "--model", str(model), "--gold", str(gold), "--samples", "50",
+                  "--links", f"aligner={links}/{{split}}.links", "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "Gold set reversed: es→en gold pairs and links files read en→es." in done.stdout
+    report = json.loads(out.read_text())
+    assert report["hard_links"]["gold_reversed"] == report["gold_reversed"]
+    aligner = report["splits"]["test"]["rules"]["aligner"]
+    assert aligner["precision"]["value"] == 1.0 and aligner["recall"]["value"] == 1.0     # the same pairs, same way
+    assert report["forced_decoding"]["word_count_mismatches"] == 0
+
+
+def test_a_gold_set_of_another_language_pair_is_refused(tmp_path):
+    from attnmt.bench.evaluate_alignment import evaluate_alignment
+    gold = write_gold(tmp_path / "gold")
+    (gold / "languages.txt").write_text("fr\ten\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="declares the gold set fr→en; the model translates es→en"):
+        evaluate_alignment(BUNDLED, gold)
+
+
 def test_data_links_writes_one_line_per_training_pair(tmp_path):
     pytest.importorskip("eflomal")
     from attnmt.model.data.links import aligner_word

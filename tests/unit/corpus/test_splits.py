@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from attnmt.corpus import splits
@@ -36,3 +38,17 @@ def test_read_split_finds_either_layout(tmp_path):
     assert splits.read_split(tmp_path, "dev", "es", "en") == [("uno", "one")]
     with pytest.raises(FileNotFoundError, match="no train data"):
         splits.read_split(tmp_path, "train", "es", "en")
+
+
+def test_a_tsv_that_names_its_columns_is_read_in_either_direction(tmp_path):
+    (tmp_path / "test.tsv").write_text("hola\thello\n")
+    (tmp_path / splits.COLUMNS_FILE).write_text("es\ten\n")
+    assert splits.read_split(tmp_path, "test", "es", "en") == [("hola", "hello")]
+    assert splits.read_split(tmp_path, "test", "en", "es") == [("hello", "hola")]
+    with pytest.raises(ValueError, match="declares es→en, asked for fr→en"):
+        splits.read_split(tmp_path, "test", "fr", "en")
+
+
+def test_the_bundled_everyday_set_names_its_columns():
+    # written Spanish first (tests/data/everyday/README.md): English→Spanish reads it swapped
+    assert splits.tsv_languages(Path(__file__).resolve().parents[2] / "data" / "everyday") == ("es", "en")
