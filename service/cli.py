@@ -325,7 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", "--out", help="output file ('-': stdout; with --file: the translated file, "
                    "by default beside it, named as LibreTranslate names it: guide.po -> guide_en.po)")
     p.add_argument("--file", type=Path, help="a file translated with its structure kept (.txt, .html, .srt, "
-                   ".vtt, .po, .pot), written to --out")
+                   ".vtt, .po, .pot, .xlf, .docx, .odt), written to --out")
     p.add_argument("--plot", help="write the first sentence's alignment heatmap (PNG)")
     p.add_argument("--html", action="store_true", help="the input is HTML; tags are placed by the alignment "
                    "(each argument, or the whole input, is one document)")

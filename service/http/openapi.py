@@ -184,7 +184,9 @@ def _one_or_list(item: dict, description: str) -> dict:
 _STR = {"type": "string"}
 _FILE = {"type": "string", "format": "binary"}
 # what a translated file is answered as (service/text/files/: each format's media type)
-_FILE_TYPES = ("text/plain", "text/html", "application/x-subrip", "text/vtt", "text/x-gettext-translation")
+_FILE_TYPES = ("text/plain", "text/html", "application/x-subrip", "text/vtt", "text/x-gettext-translation",
+               "application/xliff+xml", "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+               "application/vnd.oasis.opendocument.text")
 _STRINGS = {"type": "array", "items": _STR}
 _LANGUAGE = {"type": "object", "required": ["code", "name"], "properties": {"code": _STR, "name": _STR}}
 _TEXT = {"type": "string", "minLength": 1}
@@ -320,13 +322,15 @@ def _translated_file() -> dict:
 
 
 def _file_route(tags: list[str], summary: str, form: str, ok: dict, statuses: str, libre: bool) -> dict:
-    """A route taking a file in a multipart form: .txt, .html, .srt, .vtt, .po, .pot
-    (service/text/files/), translated with its formatting kept."""
+    """A route taking a file in a multipart form: .txt, .html, .srt, .vtt, .po, .pot, .xlf,
+    .docx, .odt (service/text/files/), translated with its formatting kept."""
     return {"post": {
         "tags": tags, "summary": summary, **({} if libre else {"operationId": "translateFile"}),
         "description": f"The file ({', '.join(FILE_EXTENSIONS)}) translated with its formatting kept: plain text "
                        "line for line, HTML as in `TEXT_FORMAT_HTML`, subtitles cue for cue with their timings, "
-                       "gettext catalogs entry for entry (untranslated entries filled and flagged fuzzy). At most "
+                       "gettext catalogs entry for entry (untranslated entries filled and flagged fuzzy), Word "
+                       "(.docx) and OpenDocument (.odt) documents paragraph for paragraph with their runs' "
+                       "formatting, links, tabs and images where the alignment puts them. At most "
                        "max_file_bytes; another format, bytes that do not decode or a file its parser refuses: 400.",
         "parameters": [{"$ref": "#/components/parameters/XRequestTimeout"},
                        {"$ref": "#/components/parameters/XClientId"}],

@@ -31,9 +31,12 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 # (tests/integration/test_bundled_model.py): since 2026-11-26 the Transformer, better on the Bible,
 # software and everyday test sets and in its links (docs/benchmarks.md); the RNNsearch is served
 # beside it by name.
+# English→Spanish is served beside them (its pair routes to it; it is never the default).
 BUNDLED_MODEL = REPO_ROOT / "models" / "rnnsearch-es-en"
 BUNDLED_TRANSFORMER = REPO_ROOT / "models" / "transformer-es-en"
 BUNDLED_MODELS = (BUNDLED_TRANSFORMER, BUNDLED_MODEL)
+BUNDLED_EN_ES = REPO_ROOT / "models" / "transformer-en-es"
+SERVED_BY_DEFAULT = (*BUNDLED_MODELS, BUNDLED_EN_ES)
 
 
 class Settings(BaseSettings):
@@ -80,7 +83,7 @@ class Settings(BaseSettings):
 
     # --- models ---
     models: Annotated[list[Path], NoDecode] = Field(
-        default_factory=lambda: list(BUNDLED_MODELS),
+        default_factory=lambda: list(SERVED_BY_DEFAULT),
         description="model directories to serve (env: comma-separated); the name in each manifest selects it")
     default_model: str | None = Field(None, description="model used when a request names none "
                                                         "(default: the first in `models`)")
@@ -181,8 +184,9 @@ class Settings(BaseSettings):
                                         "(alt and title values count)")
 
     # --- files (LibreTranslate's /translate_file, /v1/translate_file) ---
-    max_file_bytes: int = Field(5 * 2**20, ge=1, description="largest file translated (.txt, .html, .srt, .vtt, "
-                                ".po, .pot); a larger one is refused 400, and an HTTP body over it by 64 KiB 413")
+    max_file_bytes: int = Field(5 * 2**20, ge=1, description="largest file translated (any format served: "
+                                ".txt, .po, .xlf, .docx, ...); a larger one is refused 400, and an HTTP body "
+                                "over it by 64 KiB 413")
     file_store_dir: Path | None = Field(None, description="directory of the translated files kept for download "
                                         "(LibreTranslate's translatedFileUrl); unset: a temporary directory, "
                                         "removed at shutdown")

@@ -101,7 +101,7 @@ def test_settings_name_the_formats(files_server):
     settings = files_server.get("/frontend/settings").json()
     assert settings["filesTranslation"] is True
     assert settings["supportedFilesFormat"] == [".txt", ".html", ".htm", ".srt", ".vtt", ".po", ".pot", ".xlf",
-                                                ".xliff"]
+                                                ".xliff", ".docx", ".odt"]
 
 
 def test_a_text_file_comes_back_line_for_line_and_once(files_server):

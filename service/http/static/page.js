@@ -371,7 +371,7 @@ async function translate() {
 const PREVIEW_CHARS = 20000;        // of the translated file, shown below its download link
 
 // A file through POST /v1/translate_file, for the chosen pair (or model): the answer is the
-// translated file itself, offered for download and shown as text.
+// translated file itself, offered for download and, in a text format, shown as text.
 async function translateFile(file) {
   const status = $("status");
   const link = $("file-download");
@@ -411,9 +411,11 @@ async function translateFile(file) {
   link.download = name;
   link.textContent = `Download ${name}`;
   link.hidden = false;
-  const text = await blob.text();
-  preview.textContent = text.length > PREVIEW_CHARS ? `${text.slice(0, PREVIEW_CHARS)}\n…` : text;
-  preview.hidden = false;
+  if (!blob.type.startsWith("application/vnd.")) {     // a .docx or .odt is a zip: nothing to show
+    const text = await blob.text();
+    preview.textContent = text.length > PREVIEW_CHARS ? `${text.slice(0, PREVIEW_CHARS)}\n…` : text;
+    preview.hidden = false;
+  }
   const left = Number(response.headers.get("X-Untranslated-Entries") ?? 0);
   status.textContent = `Translated ${file.name} in ${fixed((performance.now() - started) / 1000)} s`
     + (left ? `; ${left} entries left untranslated (a placeholder would have been lost).` : ".");

@@ -3,10 +3,11 @@
 their translations are written back into the file's own structure (`FileDocument.write`).
 
 One module per family: plain.py (.txt, .html), subtitles.py (.srt, .vtt), gettext.py
-(.po, .pot), xliff.py (.xlf, .xliff). Reading refuses (InvalidInput) what is not a file of
-its extension: an unknown extension (naming the ones served), no bytes, bytes that do not
-decode (encoding.py), a structure its parser does not take. Nothing here schedules or stores: the core splits a
-file's texts into jobs (service/server/files.py).
+(.po, .pot), xliff.py (.xlf, .xliff), office.py (.docx, .odt). Reading refuses (InvalidInput)
+what is not a file of its extension: an unknown extension (naming the ones served), no bytes,
+bytes that do not decode (encoding.py), a structure its parser does not take, a zip package
+past its limits. Nothing here schedules or stores: the core splits a file's texts into jobs
+(service/server/files.py).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import PurePosixPath
 from typing import Callable
 
 from attnmt.service.errors import InvalidInput
-from attnmt.service.text.files import gettext, plain, subtitles, xliff
+from attnmt.service.text.files import gettext, office, plain, subtitles, xliff
 from attnmt.service.text.files.base import FileDocument, Limits
 
 # extension -> its reader: (the file's bytes, the limits) -> FileDocument
@@ -24,6 +25,7 @@ READERS: dict[str, Callable[[bytes, Limits], FileDocument]] = {
     ".srt": subtitles.read_srt, ".vtt": subtitles.read_vtt,
     ".po": gettext.read, ".pot": gettext.read,
     ".xlf": xliff.read, ".xliff": xliff.read,
+    ".docx": office.read_docx, ".odt": office.read_odt,
 }
 EXTENSIONS = tuple(READERS)     # LibreTranslate's `supportedFilesFormat`
 

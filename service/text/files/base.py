@@ -11,6 +11,9 @@ class Limits:
     max_bytes: int             # the file (max_file_bytes)
     max_entry_chars: int       # one text (max_document_chars): longer plain text is cut at line breaks
     max_entry_lines: int       # lines in one text of a .txt (a line is at least one sentence)
+    # what a zipped file (.docx, .odt) may inflate to, all its entries together: its bytes are
+    # capped by max_bytes, but a zip bomb inflates a few KB to gigabytes
+    max_unpacked_bytes: int = 64 * 2**20
 
 
 @dataclass
@@ -19,7 +22,7 @@ class FileDocument:
     `html`, else plain text split into sentences), and `write`, which puts their translations
     back. `untranslated` counts the texts `write` left as they were (a .po entry whose
     placeholders did not survive)."""
-    kind: str                          # "txt", "html", "srt", "vtt", "po"
+    kind: str                          # "txt", "html", "srt", "vtt", "po", "xliff", "docx", "odt"
     media_type: str
     texts: list[str]
     html: bool = False
