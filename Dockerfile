@@ -1,4 +1,5 @@
-# attnmt serving image: `attnmt serve` with the two bundled Spanish→English models and their model cards.
+# attnmt serving image: `attnmt serve` with the three bundled models (Spanish→English twice, English→Spanish)
+# and their model cards.
 #
 #   docker build --platform linux/amd64 -t attnmt:0.1.0 .                           # CPU: onnxruntime
 #   docker build --platform linux/amd64 --build-arg ORT=gpu -t attnmt:0.1.0-gpu .   # CUDA: + NVIDIA pip libraries
@@ -75,12 +76,14 @@ RUN pip install --no-cache-dir --no-deps --no-build-isolation . \
 # The model directory as serving reads it: .dockerignore keeps checkpoint.pt and eval/ out; the
 # manifest marks checkpoint.pt `serving: false`, so the directory is complete without it.
 # load_manifest checks the rest, every checksum, as the server will.
-# Two models: the default Transformer and the RNNsearch, served beside it by name. Each directory
+# Three models: the default Transformer and the RNNsearch (Spanish→English, the RNNsearch served by
+# name), and the English→Spanish Transformer, which requests for that pair reach. Each directory
 # carries its MODEL_CARD.md (training data and licences, intended use, evaluation), which ships too.
 COPY models/transformer-es-en/ /models/transformer-es-en/
 COPY models/rnnsearch-es-en/ /models/rnnsearch-es-en/
+COPY models/transformer-en-es/ /models/transformer-en-es/
 RUN python -c 'from attnmt.service.modeldir.manifest import load_manifest; \
-    [load_manifest(m) for m in ("/models/transformer-es-en", "/models/rnnsearch-es-en")]'
+    [load_manifest(m) for m in ("/models/transformer-es-en", "/models/rnnsearch-es-en", "/models/transformer-en-es")]'
 
 # --- runtime: the virtualenv, the model directory, a non-root user ---
 FROM ${PYTHON_IMAGE}
@@ -94,7 +97,7 @@ ENV PATH=/opt/attnmt/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     ORT_DISABLE_TELEMETRY=1 \
-    ATTNMT_MODELS=/models/transformer-es-en,/models/rnnsearch-es-en
+    ATTNMT_MODELS=/models/transformer-es-en,/models/rnnsearch-es-en,/models/transformer-en-es
 
 # A fixed numeric uid, so Kubernetes' runAsNonRoot can verify it without /etc/passwd.
 RUN groupadd --system --gid 10001 attnmt \

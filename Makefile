@@ -11,7 +11,8 @@ RNNSEARCH_MODEL ?= models/rnnsearch-es-en
 # (`make bench MODEL=$(RNNSEARCH_MODEL)`).
 MODEL ?= $(DEFAULT_MODEL)
 # `make serve` serves these, the first the default (a request names another by its manifest's name).
-SERVE_MODELS ?= $(DEFAULT_MODEL) $(RNNSEARCH_MODEL)
+EN_ES_MODEL ?= models/transformer-en-es
+SERVE_MODELS ?= $(DEFAULT_MODEL) $(RNNSEARCH_MODEL) $(EN_ES_MODEL)
 DATA ?= data/bible
 # What the benchmarks decode: DATA's test split once `make data` has built it; in a fresh clone, which
 # has no data/, the committed everyday test set (144 sentences).
@@ -27,8 +28,8 @@ RUN ?= runs/rnnsearch-es-en
 # export (TRANSFORMER_EXPORT), its checkpoint.pt left out (docs/transformer.md)
 TRANSFORMER_RUN ?= runs/transformer-es-en
 TRANSFORMER_MODEL ?= $(TRANSFORMER_RUN)/model
-# the bundled Transformer's weights: the fourth everyday stage (trained on a GPU), its last three validations averaged
-TRANSFORMER_EXPORT_RUN ?= $(TRANSFORMER_RUN)-everyday5
+# the bundled Transformer's weights: the general-Spanish GPU stage, its last three validations averaged
+TRANSFORMER_EXPORT_RUN ?= $(TRANSFORMER_RUN)-general-gpu
 TRANSFORMER_AVERAGE ?= 3
 TRANSFORMER_CHECKPOINT ?= averaged-last$(TRANSFORMER_AVERAGE).pt
 TRANSFORMER_EXPORT ?= $(TRANSFORMER_EXPORT_RUN)/model
@@ -174,6 +175,9 @@ train: $(VENV)/.dev
 	# general Spanish (data/es-en-general: Tatoeba, news, names, State of the Union back-translated) from the
 	# bundled weights, read back from its graphs; on 2 CPU cores about 700 updates an hour, resumable
 	$(BIN)/attnmt train --config model/configs/transformer-es-en-general.yaml --run $(TRANSFORMER_RUN)-general
+	# its GPU stage from that run's best (docs/gpu.md "Both directions in one call"; 12 minutes on an H200)
+	$(BIN)/attnmt train --config model/configs/transformer-es-en-general-gpu.yaml --run $(TRANSFORMER_RUN)-general-gpu \
+		--init-from $(TRANSFORMER_RUN)-general $(if $(TRAIN_DEVICE),--device $(TRAIN_DEVICE))
 	$(MAKE) train-en-es
 
 # English→Spanish (model/configs/transformer-en-es.yaml, docs/training.md): the bundled Spanish→English weights

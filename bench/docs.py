@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Callable
 
 REPO = Path(__file__).resolve().parents[1]
-MODELS = ("transformer-es-en", "rnnsearch-es-en")    # the bundled models, the default first
+MODELS = ("transformer-es-en", "rnnsearch-es-en")    # the bundled Spanish→English models, the default first
+OTHER_DIRECTIONS = ("transformer-en-es",)              # bundled beside them: their own cards and tables
 MEASURED = Path("docs/measured.json")
 PUBLIC = Path("docs/public.json")
 BLOCK = re.compile(r"(<!-- figures:(?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /figures:(?P=name) -->)", re.S)
@@ -207,7 +208,7 @@ def generators() -> dict[str, Callable[[Path], str]]:
         **{key: (lambda repo, key=key: measured_table(repo, key))
            for key in ("speed-cpu", "speed-gpu", "overload", "http", "headline-speed")},
     }
-    for name in MODELS:
+    for name in MODELS + OTHER_DIRECTIONS:
         blocks[f"evaluation-{name}"] = lambda repo, name=name: evaluation(repo, name)
         blocks[f"files-{name}"] = lambda repo, name=name: files(repo, name)
     return blocks

@@ -29,7 +29,7 @@ ADAPTER = DEPLOY / "prometheus-adapter" / "values.yaml"
 KUBERNETES_VERSION = "1.30.0"    # the stated minimum: preStop sleep is on by default from 1.30
 GRPC_PORT, HTTP_PORT, METRICS_PORT = 50051, 8080, 8002
 SERVICE = "attnmt.v1.Translator"
-MODEL_DIRS = ["/models/transformer-es-en", "/models/rnnsearch-es-en"]      # the default first
+MODEL_DIRS = ["/models/transformer-es-en", "/models/rnnsearch-es-en", "/models/transformer-en-es"]  # the default first
 
 # What service/server/metrics.py exports (test_metric_list_matches_the_service keeps this honest).
 COUNTERS = {"grpc_server_started_total", "grpc_server_handled_total", "grpc_server_msg_received_total",
@@ -141,7 +141,7 @@ def test_dockerfile_copies_only_what_serving_needs():
     copies = re.findall(r"^COPY\s+(?!--from)(.+)$", text, re.MULTILINE)
     sources = {src for line in copies for src in line.split()[:-1]}
     assert sources == {"deploy/requirements/", "pyproject.toml", "README.md", "service/", "model/", "bench/",
-                       "corpus/", "models/rnnsearch-es-en/", "models/transformer-es-en/"}
+                       "corpus/", "models/rnnsearch-es-en/", "models/transformer-es-en/", "models/transformer-en-es/"}
     # setuptools installs the packages pyproject.toml lists; the image then removes all but service/
     assert 'rm -r "$package/model" "$package/bench" "$package/corpus"' in text
     for model in MODEL_DIRS:

@@ -25,7 +25,7 @@ from attnmt.service.modeldir.manifest import NOT_SERVED as NOT_SERVED_FILES
 from conftest import REPO
 
 ROOT = REPO
-MODELS = ["models/transformer-es-en", "models/rnnsearch-es-en"]     # the default first
+MODELS = ["models/transformer-es-en", "models/rnnsearch-es-en", "models/transformer-en-es"]     # the default first
 MODEL = MODELS[0]
 LOCKS = ROOT / "deploy" / "requirements"
 ORT_BUILDS = {"cpu": {"onnxruntime"}, "openvino": {"onnxruntime", "onnxruntime-ep-openvino"},

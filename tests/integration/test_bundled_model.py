@@ -38,21 +38,23 @@ def test_manifest_describes_a_spanish_english_model(bundled):
 
 
 def test_the_repository_stays_under_its_size_cap():
-    """Two bundled models, and the tracked tree under 45 MiB (issue 28): their float16 checkpoint.pt
-    (the numbers weights.bin holds, never served) stays out (.gitignore)."""
+    """Three bundled models (two Spanish→English, one English→Spanish), and the tracked tree under
+    60 MiB, so that a clone stays quick: their float16 checkpoint.pt (the numbers weights.bin holds,
+    never served) stays out (.gitignore)."""
     listed = subprocess.run(["git", "ls-files", "-z", "--cached"], cwd=REPO, capture_output=True)
     if listed.returncode != 0:
         pytest.skip("not a git checkout")
     paths = [REPO / p for p in listed.stdout.decode().split("\0") if p]
-    assert sum(p.stat().st_size for p in paths if p.is_file()) < 45 * MiB
+    assert sum(p.stat().st_size for p in paths if p.is_file()) < 60 * MiB
     assert not [p for p in paths if p.name == "checkpoint.pt" and p.parent.parent.name == "models"]
 
 
 def test_the_default_is_the_one_the_rule_chooses():
-    """Both serve by name; the first of `models` is the default: the Transformer only if its recorded
-    beam-5 BLEU and chrF are at least the RNNsearch's on the Bible and software test sets and its
-    chrF not below on the everyday set, all measured through the serving engine."""
-    assert Settings().models == list(BUNDLED_MODELS)
+    """Both serve by name (English→Spanish beside them); the first of `models` is the default: the
+    Transformer only if its recorded beam-5 BLEU and chrF are at least the RNNsearch's on the Bible
+    and software test sets and its chrF not below on the everyday set, all measured through the
+    serving engine."""
+    assert Settings().models[:2] == list(BUNDLED_MODELS)
     rnn, transformer = (load_manifest(m, verify=False).evaluation for m in (BUNDLED_MODEL, BUNDLED_TRANSFORMER))
     better = all(transformer[c]["beam5"][metric] >= rnn[c]["beam5"][metric]
                  for c in ("bible/test", "gettext/test") for metric in ("bleu", "chrf"))

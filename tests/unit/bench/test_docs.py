@@ -76,4 +76,5 @@ def test_the_configuration_reference_lists_every_setting_with_its_variable():
     text = docs.config(REPO)
     for name in Settings.model_fields:
         assert f"| `{name}` | `ATTNMT_{name.upper()}` |" in text
-    assert "`models/transformer-es-en,models/rnnsearch-es-en`" in text      # repository-relative, default first
+    # repository-relative, the default first
+    assert "`models/transformer-es-en,models/rnnsearch-es-en,models/transformer-en-es`" in text

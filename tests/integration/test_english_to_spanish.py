@@ -1,0 +1,96 @@
+"""English→Spanish as its clients ask for it, on a real `attnmt serve` of the three bundled models
+(`make serve`'s): Weblate's form and Discourse's detect-then-translate through LibreTranslate's API,
+a gRPC request by pair without a model name, and the page's settings still defaulting to
+Spanish→English. What comes back must be Spanish (the service's own language identifier), keep
+the software message's placeholders and the post's markup."""
+
+from __future__ import annotations
+
+import grpc
+import httpx
+import pytest
+
+from attnmt.service.inference.engine import Engine
+from attnmt.service.modeldir.manifest import load_manifest
+from attnmt.service.server.settings import BUNDLED_EN_ES, SERVED_BY_DEFAULT
+from attnmt.service.stubs import translator_pb2 as pb
+from attnmt.service.stubs import translator_pb2_grpc as rpc
+from attnmt.service.text.language import detect
+from attnmt.service.text.translator import Translator
+from conftest import RunningServer
+
+pytestmark = pytest.mark.skipif(not (BUNDLED_EN_ES / "manifest.json").exists(), reason="no bundled en-es model")
+MiB = 1024 * 1024
+MESSAGE = "Could not open the file '%s': permission denied."          # a msgid, as Weblate sends it
+POST = "<p>The meeting has been moved to <b>next Monday</b>.</p>"     # a Discourse post's cooked HTML
+
+
+def spanish(text: str) -> bool:
+    return detect(text, top=1)[0][0] == "es"
+
+
+@pytest.fixture(scope="module")
+def server():
+    with RunningServer(list(SERVED_BY_DEFAULT), {"ATTNMT_DEFAULT_BEAM_SIZE": "5"}, timeout=120) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def lt(server):
+    with httpx.Client(base_url=server.http, timeout=60) as client:
+        yield client
+
+
+def test_the_bundled_model_translates_english_into_spanish():
+    m = load_manifest(BUNDLED_EN_ES)                                   # every checksum verified
+    assert (m.name, m.source_language, m.target_language, m.architecture) == \
+        ("transformer-en-es", "en", "es", "Transformer")
+    assert sum(f.bytes for f in m.files.values() if f.serving) < 30 * MiB
+    hyp = Translator(Engine(BUNDLED_EN_ES)).translate([MESSAGE])[0].best
+    assert hyp.text.count("%s") == 1 and spanish(hyp.text), hyp.text
+    assert hyp.hard_alignment(), "every translation comes with its links"
+
+
+def test_recorded_software_scores_beat_apertium_by_ten_bleu():
+    """The direction's reason to exist: English software messages (whole packages held out)."""
+    evaluation = load_manifest(BUNDLED_EN_ES, verify=False).evaluation["gettext/test"]
+    assert evaluation["beam5"]["placeholders"]["kept"] == evaluation["beam5"]["placeholders"]["sentences"]
+    assert evaluation["beam5"]["chrf"] > evaluation["apertium"]["chrf"]
+    assert evaluation["beam5"]["bleu"] > evaluation["apertium"]["bleu"]
+
+
+def test_weblates_form_gets_spanish_with_the_placeholder(lt):
+    """weblate/machinery/libretranslate.py: GET /languages, then a form per string."""
+    languages = {o["code"]: o["targets"] for o in lt.get("/languages").json()}
+    assert "es" in languages["en"] and "en" in languages["es"]
+    r = lt.post("/translate", data={"api_key": "", "q": MESSAGE, "source": "en", "target": "es"})
+    assert r.status_code == 200, r.text
+    text = r.json()["translatedText"]
+    assert text.count("%s") == 1 and spanish(text), text
+
+
+def test_discourses_detect_then_translate_gets_spanish_html(lt):
+    """discourse-translator: /detect on the post's text, then /translate with format html."""
+    detected = lt.post("/detect", data={"q": "The meeting has been moved to next Monday.", "api_key": ""})
+    assert detected.status_code == 200 and detected.json()[0]["language"] == "en"
+    r = lt.post("/translate", data={"q": POST, "source": "en", "target": "es", "format": "html", "api_key": ""})
+    assert r.status_code == 200, r.text
+    text = r.json()["translatedText"]
+    assert text.startswith("<p>") and text.endswith("</p>") and text.count("<b>") == 1, text
+    assert spanish(text.replace("<b>", "").replace("</b>", "")), text
+
+
+def test_a_grpc_request_by_pair_reaches_english_to_spanish(server):
+    with grpc.insecure_channel(server.address) as channel:
+        stub = rpc.TranslatorStub(channel)
+        reply = stub.Translate(pb.TranslateRequest(sentences=[MESSAGE], source_language="en", target_language="es"))
+        assert (reply.model, reply.source_language, reply.target_language) == ("transformer-en-es", "en", "es")
+        assert spanish(reply.translations[0].text) and reply.translations[0].text.count("%s") == 1
+        # no pair and no model: the default, Spanish→English, as before
+        default = stub.Translate(pb.TranslateRequest(sentences=["No se puede abrir el archivo."]))
+        assert (default.model, default.source_language, default.target_language) == ("transformer-es-en", "es", "en")
+
+
+def test_the_page_still_defaults_to_spanish_to_english(lt):
+    settings = lt.get("/frontend/settings").json()
+    assert (settings["language"]["source"]["code"], settings["language"]["target"]["code"]) == ("es", "en")
