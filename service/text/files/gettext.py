@@ -52,6 +52,16 @@ def same_placeholders(source: str, translation: str, pattern: re.Pattern) -> boo
     return Counter(pattern.findall(source)) == Counter(pattern.findall(translation))
 
 
+def format_valid(entry: polib.POEntry, source: str, translation: str) -> bool:
+    """What `msgfmt --check` asks of an entry flagged c-format or python-format: the same
+    directives by gettext's grammar (a space is a flag: "93% of" holds `% o`), in the same order
+    unless they are numbered (`%1$s`). The served pattern may be looser (the model's own)."""
+    if not any(flag in entry.flags for flag in ("c-format", "python-format")):
+        return True
+    want, got = FORMAT_DIRECTIVES.findall(source), FORMAT_DIRECTIVES.findall(translation)
+    return want == got or (any("$" in d for d in want) and Counter(want) == Counter(got))
+
+
 class Catalog(FileDocument):
     def __init__(self, po: polib.POFile, kind: str):
         self.po = po
@@ -71,8 +81,10 @@ class Catalog(FileDocument):
         rule = PLURAL_FORMS.get(target, DEFAULT_PLURAL_FORMS)
         self.untranslated = 0
         for entry, indices in self.todo:
-            pairs = [(self.texts[i], translations[i]) for i in indices]
-            if not all(t.strip() and same_placeholders(s, t, pattern) for s, t in pairs):
+            # a msgid of whitespace alone ("\n") is its own translation
+            pairs = [(self.texts[i], translations[i] if self.texts[i].strip() else self.texts[i]) for i in indices]
+            if not all((t.strip() or not s.strip()) and same_placeholders(s, t, pattern) and format_valid(entry, s, t)
+                       for s, t in pairs):
                 self.untranslated += 1
                 continue
             if entry.msgid_plural:

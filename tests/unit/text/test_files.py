@@ -103,6 +103,41 @@ def test_a_catalog_fills_its_untranslated_entries():
     assert 'msgid "Hola {name}"\nmsgstr ""' in out and 'msgstr "Save"' in out and '#~ msgid "Viejo"' in out
 
 
+FORMATS = """msgid ""
+msgstr ""
+"Content-Type: text/plain; charset=UTF-8\\n"
+
+#, c-format
+msgid "%s: 93%% of %d files"
+msgstr ""
+
+#, c-format
+msgid "ARG1 %% ARG2"
+msgstr ""
+
+#, c-format
+msgid "%s, %d"
+msgstr ""
+
+msgid "\\n"
+msgstr ""
+"""
+
+
+def test_a_catalog_keeps_what_msgfmt_checks():
+    """`msgfmt --check` reads a c-format entry by gettext's grammar: "93% of" in a translation
+    would be the directive `% o`; the directives keep their order; a newline alone is copied."""
+    document = files.read("en.po", FORMATS.encode(), LIMITS)
+    assert document.texts == ["%s: 93%% of %d files", "ARG1 %% ARG2", "%s, %d", "\n"]
+    out = document.write(["%s: 93% de %d archivos", "ARG1 %%ARG2", "%d, %s", ""], "es").decode()
+    assert document.untranslated == 2          # "% d" where "%% o" was; the order of %s and %d swapped
+    assert 'msgid "ARG1 %% ARG2"\nmsgstr "ARG1 %%ARG2"' in out
+    assert 'msgid "\\n"\nmsgstr "\\n"' in out
+    good = files.read("en.po", FORMATS.encode(), LIMITS)
+    good.write(["%s: 93%% de %d archivos", "ARG1 %% ARG2", "%s, %d", "\n"], "es")
+    assert good.untranslated == 0
+
+
 @pytest.mark.parametrize("name, data, words", [
     ("a.pdf", b"%PDF", "file format not supported (.pdf); served: .txt, .html, .htm, .srt, .vtt, .po, .pot"),
     ("a.txt", b"", "empty"),
