@@ -189,7 +189,8 @@ def cmd_translate_file(args: argparse.Namespace) -> int:
     data = args.file.read_bytes()
     s = Settings()
     # as the server reads a file, but with no cap on its size: its texts go in calls of their own
-    limits = files.Limits(max(len(data), 1), s.max_document_chars, max(1, s.max_document_sentences // 8))
+    limits = files.Limits(max(len(data), 1), s.max_document_chars, max(1, s.max_document_sentences // 8),
+                          max_entry_sentences=s.max_document_sentences, max_html_bytes=s.max_html_file_bytes)
     try:
         document = files.read(args.file.name, data, limits)
     except InvalidInput as e:

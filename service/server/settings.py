@@ -187,6 +187,9 @@ class Settings(BaseSettings):
     max_file_bytes: int = Field(5 * 2**20, ge=1, description="largest file translated (any format served: "
                                 ".txt, .po, .xlf, .docx, ...); a larger one is refused 400, and an HTTP body "
                                 "over it by 64 KiB 413")
+    max_html_file_bytes: int = Field(2**20, ge=1, description="largest .html/.htm file: one is parsed whole to be "
+                                     "cut into entries (about 150 MB and seconds of CPU a MiB); a larger one is "
+                                     "refused 400")
     file_store_dir: Path | None = Field(None, description="directory of the translated files kept for download "
                                         "(LibreTranslate's translatedFileUrl); unset: a temporary directory, "
                                         "removed at shutdown")

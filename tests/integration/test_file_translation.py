@@ -127,6 +127,23 @@ def test_an_html_file_keeps_its_markup(files_server):
     assert "archivo" not in got.text
 
 
+def test_a_page_over_the_document_limit_is_translated_in_pieces(files_server):
+    """Over max_document_chars (50,000): cut into entries at its paragraphs, each one translated,
+    the page put back together with every paragraph, tag, script and comment."""
+    paragraphs = "".join(f'<p id="p{i}">{SHORT[:-2]} <b>granda</b> <a href="/n/{i}">luna</a> .</p>\n'
+                         for i in range(800))
+    page = (f"<!DOCTYPE html><html><head><title>{SHORT}</title><script>var p = '<p>';</script></head>"
+            f"<body><!-- generada -->\n{paragraphs}</body></html>\n")
+    assert 50_000 < len(page) <= MAX_FILE
+    r = files_server.post("/v1/translate_file", files={"file": ("pagina.html", page.encode())}, data={"model": "tiny"})
+    assert r.status_code == 200, r.text
+    text = r.text
+    assert all(f'<p id="p{i}">' in text for i in range(800)) and text.count("</p>") == 800
+    assert text.count("<b>") == 800 and text.count('<a href="/n/') == 800
+    assert "<script>var p = '<p>';</script>" in text and "<!-- generada -->" in text
+    assert f"<title>{SHORT}</title>" not in text and text.endswith("</body></html>\n")
+
+
 def test_subtitles_keep_their_numbers_timings_and_line_counts(files_server):
     got = fetched(files_server, send(files_server, "pelicula.srt", SUBTITLES.encode("cp1252")))   # no encoding
     blocks = [b.splitlines() for b in got.text.strip().split("\n\n")]
@@ -185,6 +202,7 @@ def test_the_native_route_answers_the_file(files_server):
     ("roto.srt", b"esto no es\nun subtitulo\n", "not SubRip"),
     ("roto.vtt", b"NO ES WEBVTT\n", "not WebVTT"),
     ("grande.txt", b"Hola. " * (MAX_FILE // 6 + 1), "max_file_bytes"),
+    ("largo.html", b"<p>" + b"palabra " * 7_000 + b"</p>", "over the limit of 50000 (max_document_chars)"),
 ])
 def test_hostile_files_are_refused_and_the_server_goes_on(files_server, name, data, message):
     r = send(files_server, name, data)

@@ -2,12 +2,12 @@
 (`FileDocument.texts`, each an entry of the documents mode, service/text/documents.py), and
 their translations are written back into the file's own structure (`FileDocument.write`).
 
-One module per family: plain.py (.txt, .html), subtitles.py (.srt, .vtt), gettext.py
-(.po, .pot), xliff.py (.xlf, .xliff), office.py (.docx, .odt). Reading refuses (InvalidInput)
-what is not a file of its extension: an unknown extension (naming the ones served), no bytes,
-bytes that do not decode (encoding.py), a structure its parser does not take, a zip package
-past its limits. Nothing here schedules or stores: the core splits a file's texts into jobs
-(service/server/files.py).
+One module per family: plain.py (.txt), html.py (.html, .htm), subtitles.py (.srt, .vtt),
+gettext.py (.po, .pot), xliff.py (.xlf, .xliff), office.py (.docx, .odt). Reading refuses
+(InvalidInput) what is not a file of its extension: an unknown extension (naming the ones
+served), no bytes, bytes that do not decode (encoding.py), a structure its parser does not
+take, a zip package past its limits. Nothing here schedules or stores: the core splits a
+file's texts into jobs (service/server/files.py).
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from pathlib import PurePosixPath
 from typing import Callable
 
 from attnmt.service.errors import InvalidInput
-from attnmt.service.text.files import gettext, office, plain, subtitles, xliff
+from attnmt.service.text.files import gettext, html, office, plain, subtitles, xliff
 from attnmt.service.text.files.base import FileDocument, Limits
 
 # extension -> its reader: (the file's bytes, the limits) -> FileDocument
 READERS: dict[str, Callable[[bytes, Limits], FileDocument]] = {
-    ".txt": plain.read_text, ".html": plain.read_html, ".htm": plain.read_html,
+    ".txt": plain.read_text, ".html": html.read_html, ".htm": html.read_html,
     ".srt": subtitles.read_srt, ".vtt": subtitles.read_vtt,
     ".po": gettext.read, ".pot": gettext.read,
     ".xlf": xliff.read, ".xliff": xliff.read,

@@ -14,6 +14,10 @@ class Limits:
     # what a zipped file (.docx, .odt) may inflate to, all its entries together: its bytes are
     # capped by max_bytes, but a zip bomb inflates a few KB to gigabytes
     max_unpacked_bytes: int = 64 * 2**20
+    max_entry_sentences: int = 256  # sentences in one text of an .html (max_document_sentences), counted high
+    # an .html is parsed whole in Python to be cut into entries: about 5 s and 150 MB a MiB (2 cores,
+    # 2026-11-28), so it has a cap of its own below max_bytes (max_html_file_bytes)
+    max_html_bytes: int = 2**20
 
 
 @dataclass

@@ -1,20 +1,14 @@
-"""Plain text and HTML files: the documents mode as it is (service/text/documents.py).
+"""Plain text files: the documents mode as it is (service/text/documents.py).
 
 A .txt is cut into paragraphs (a blank line ends one), each an entry split into sentences
 with its line breaks kept, so the file comes back line for line; a paragraph over the
-entry limits is cut at line breaks (and a line over them at a space). An .html is one
-entry of the HTML mode, written back as UTF-8 with its declared charset saying so.
+entry limits is cut at line breaks (and a line over them at a space). HTML is html.py's.
 """
 
 from __future__ import annotations
 
-import re
-
 from attnmt.service.text.files.base import FileDocument, Limits
 from attnmt.service.text.files.encoding import decode
-
-_META_CHARSET = re.compile(rb"""<meta[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.IGNORECASE)
-_CHARSET_VALUE = re.compile(r"""(<meta[^>]*?charset\s*=\s*["']?\s*)([A-Za-z0-9._:-]+)""", re.IGNORECASE)
 
 
 class TextFile(FileDocument):
@@ -23,20 +17,8 @@ class TextFile(FileDocument):
         return "".join(translations).encode("utf-8")
 
 
-class HtmlFile(FileDocument):
-    def write(self, translations, target, placeholders=None) -> bytes:
-        (text,) = translations
-        return _CHARSET_VALUE.sub(lambda m: m.group(1) + "utf-8", text, count=1).encode("utf-8")
-
-
 def read_text(data: bytes, limits: Limits) -> TextFile:
     return TextFile("txt", "text/plain; charset=utf-8", paragraphs(decode(data), limits))
-
-
-def read_html(data: bytes, limits: Limits) -> HtmlFile:
-    declared = _META_CHARSET.search(data[:4096])
-    text = decode(data, declared.group(1).decode("ascii") if declared else None)
-    return HtmlFile("html", "text/html; charset=utf-8", [text], html=True)
 
 
 def paragraphs(text: str, limits: Limits) -> list[str]:
