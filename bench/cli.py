@@ -1,5 +1,6 @@
 """The measurement subcommands of `attnmt`: bench (engine, server, offline, serving, http, glossary,
-quality, score-functions, overload, soak, order, files), evaluate, evaluate-public, evaluate-alignment, fit-quality.
+quality, score-functions, overload, soak, order, files, catalog), evaluate, evaluate-public, evaluate-alignment,
+fit-quality.
 
 Found by `attnmt` through the `attnmt.commands` entry point; the modules that run them
 (torch, grpc, sacrebleu, the client) are imported only when one runs, so they cost
@@ -16,6 +17,11 @@ from pathlib import Path
 def _files(args: argparse.Namespace) -> int:
     from attnmt.bench.files import cmd_bench_files
     return cmd_bench_files(args)
+
+
+def _catalog(args: argparse.Namespace) -> int:
+    from attnmt.bench.catalog import cmd_bench_catalog
+    return cmd_bench_catalog(args)
 
 
 def _overload(args: argparse.Namespace) -> int:
@@ -259,9 +265,21 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="TSV glossary (default: tests/data/glossary-bible.tsv)")
     b.add_argument("--beam", type=int, default=5)
     b.set_defaults(func=cmd_bench_glossary)
-    b = bench.add_parser("quality", help="quality estimation on the test split: Spearman with sentence chrF, AUROC "
-                                         "for the worst 10 %%, Align true vs mismatched references (no torch)")
-    _measure_arguments(b)
+    b = bench.add_parser("quality", help="quality estimation on test splits and public test sets, each on its own: "
+                                         "Spearman with sentence chrF, AUROC for the worst 10 %%, the share under "
+                                         "chrF 30 and over 60 flagged suspect, Align true vs mismatched references "
+                                         "(no torch)")
+    b.add_argument("--model", type=Path, default=DEFAULT_MODEL,
+                   help="model directory (default: models/transformer-es-en, the served default)")
+    b.add_argument("--data", type=Path, nargs="+",
+                   help="data directories with a test split (default, without --testsets: data/bible once `make "
+                        "data` has built it, else tests/data/everyday)")
+    b.add_argument("--testsets", action="append", metavar="DIR|URL",
+                   help="a folder of NAME.spa/NAME.eng test sets or one test set's upstream address, as "
+                        "`attnmt evaluate-public` reads them (repeatable)")
+    b.add_argument("--set", action="append", metavar="NAME",
+                   help="with --testsets, only this test set (repeatable), e.g. flores200-devtest")
+    b.add_argument("--json", type=Path, help="also write the report here")
     b.add_argument("--beam", type=int, default=5)
     b.add_argument("--table", type=Path, help="also write the Markdown table here")
     b.set_defaults(func=cmd_bench_quality)
@@ -292,7 +310,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                            "them into its manifest (needs sacrebleu)")
     p.add_argument("--model", type=Path, required=True, help="model directory (its manifest.json is updated)")
     p.add_argument("--data", type=Path, nargs="+", required=True,
-                   help="data directories with a dev split (a model serving two domains: both)")
+                   help="data directories with a dev split: every domain the model serves (each weighs alike in "
+                        "the fit and the suspect threshold)")
     p.add_argument("--split", default="dev", help="never the test split: the score is measured there")
     p.add_argument("--beam", type=int, default=5, help="the search whose output is scored (the server default: 5)")
     p.set_defaults(func=cmd_fit_quality)
@@ -308,6 +327,24 @@ def _register_serving_benches(bench: argparse._SubParsersAction) -> None:
     b.add_argument("--set", action="append", metavar="KEY=VALUE", help="another server setting (repeatable)")
     b.add_argument("--json", type=Path, help="also write the report here")
     b.set_defaults(func=_files)
+    b = bench.add_parser("catalog", help="a real gettext catalog (.po or .mo, its translations the reference) "
+                                         "blanked and translated whole, as `attnmt translate --file` does, against "
+                                         "its msgids as sentences: BLEU/chrF on the same entries, entries and "
+                                         "plural forms filled, placeholders kept, msgfmt --check")
+    b.add_argument("--catalog", type=Path, required=True,
+                   help="the reference catalog, e.g. data/gettext/cache/root/tar_*/usr/share/locale/es/LC_MESSAGES/"
+                        "tar.mo")
+    b.add_argument("--model", type=Path, default=REPO / "models" / "transformer-en-es",
+                   help="model directory (default: models/transformer-en-es); it must translate from the msgids' "
+                        "language into the catalog's")
+    b.add_argument("--msgid-language", default="en", help="the language of the catalog's msgids (default: en)")
+    b.add_argument("--beam", type=int, default=5)
+    b.add_argument("--examples", type=int, default=8,
+                   help="entries translated differently by the two paths kept in the JSON report, the whole "
+                        "file's worst first")
+    b.add_argument("--out", type=Path, help="also write blank.po, translated.po and reference.po here")
+    b.add_argument("--json", type=Path, help="also write the report here")
+    b.set_defaults(func=_catalog)
     b = bench.add_parser("overload", help="512 callers against max_queue 64: goodput kept, refusal latency, "
                                           "CPU and unexpected codes (retrying at once vs honouring RetryInfo)")
     model_and_data_arguments(b)
@@ -515,7 +552,13 @@ def cmd_bench_glossary(args: argparse.Namespace) -> int:
 
 def cmd_bench_quality(args: argparse.Namespace) -> int:
     from attnmt.bench.quality_fit import bench_quality, format_quality
-    report = bench_quality(args.model, args.data, beam=args.beam)
+    data = args.data or ([] if args.testsets else [default_data()])
+    try:
+        report = bench_quality(args.model, data, args.testsets or (), args.set, beam=args.beam,
+                               log=lambda message: print(message, file=sys.stderr, flush=True))
+    except (FileNotFoundError, ValueError) as e:
+        print(f"attnmt bench quality: {e}", file=sys.stderr)
+        return 2
     table = format_quality(report)
     if args.table:
         args.table.write_text(table + "\n", encoding="utf-8")
