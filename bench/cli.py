@@ -129,6 +129,15 @@ def model_and_data_arguments(b: argparse.ArgumentParser, sentences: bool = True)
         b.add_argument("--sentences", type=int, help="use this many test sentences, evenly spaced (default: all)")
 
 
+
+def _testset_arguments(p: argparse.ArgumentParser, default: str) -> None:
+    """--testsets and --set, as `attnmt evaluate-public` and `attnmt bench quality` read them."""
+    p.add_argument("--testsets", action="append", metavar="DIR|URL",
+                   help="a folder of NAME.spa/NAME.eng test sets, or the upstream address of one test set's file "
+                        f"(downloaded once; repeatable; {default})")
+    p.add_argument("--set", action="append", metavar="NAME",
+                   help="only this test set (repeatable; default: every pair found), e.g. flores200-devtest")
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("evaluate", help="BLEU/chrF on the test split (greedy and beam), alignment heatmaps")
     p.add_argument("--model", type=Path, help="an exported model directory, run by the serving engine (with --run: "
@@ -177,11 +186,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("evaluate-public", help="models and Apertium on the public test sets (FLORES-200, "
                                                "newstest2013, Tatoeba...) in one run: BLEU, chrF, paired bootstrap, "
                                                "the published figures beside them")
-    p.add_argument("--testsets", action="append", metavar="DIR|URL",
-                   help="a folder of NAME.spa/NAME.eng test sets, or the upstream address of one test set's file "
-                        "(downloaded once; repeatable; default: tests/data/public)")
-    p.add_argument("--set", action="append", metavar="NAME",
-                   help="only this test set (repeatable; default: every pair found), e.g. newstest2013")
+    _testset_arguments(p, "default: tests/data/public")
     p.add_argument("--model", type=Path, action="append",
                    help="an exported model directory (repeatable; the first is what the others are tested "
                         "against; default: models/transformer-es-en)")
@@ -274,11 +279,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--data", type=Path, nargs="+",
                    help="data directories with a test split (default, without --testsets: data/bible once `make "
                         "data` has built it, else tests/data/everyday)")
-    b.add_argument("--testsets", action="append", metavar="DIR|URL",
-                   help="a folder of NAME.spa/NAME.eng test sets or one test set's upstream address, as "
-                        "`attnmt evaluate-public` reads them (repeatable)")
-    b.add_argument("--set", action="append", metavar="NAME",
-                   help="with --testsets, only this test set (repeatable), e.g. flores200-devtest")
+    _testset_arguments(b, "none without it")
     b.add_argument("--json", type=Path, help="also write the report here")
     b.add_argument("--beam", type=int, default=5)
     b.add_argument("--table", type=Path, help="also write the Markdown table here")
