@@ -27,18 +27,18 @@ from attnmt.service.text.translator import Translator
 APERTIUM_CODES = {"es": "spa", "en": "eng"}   # ISO 639-1 as the manifests write them → Apertium's pair names
 
 
-def apertium_pair(source_language: str, target_language: str) -> str:
-    """Apertium's name for a direction, `spa-eng` for es→en; a language it has no code for is refused."""
-    try:
-        return f"{APERTIUM_CODES[source_language]}-{APERTIUM_CODES[target_language]}"
-    except KeyError as e:
-        raise ValueError(f"no Apertium pair for {source_language}→{target_language}: "
-                         f"codes known for {sorted(APERTIUM_CODES)}") from e
+def apertium_pair(source_language: str, target_language: str) -> str | None:
+    """Apertium's name for a direction, `spa-eng` for es→en; None for a language it has no code for
+    here (Apertium's column is then left out)."""
+    if source_language not in APERTIUM_CODES or target_language not in APERTIUM_CODES:
+        return None
+    return f"{APERTIUM_CODES[source_language]}-{APERTIUM_CODES[target_language]}"
 
 
-def apertium(sources: list[str], pair: str = "spa-eng") -> list[str] | None:
-    """Apertium's translations of `sources`, a line each; None when it is not installed or fails."""
-    if shutil.which("apertium") is None:
+def apertium(sources: list[str], pair: str | None = "spa-eng") -> list[str] | None:
+    """Apertium's translations of `sources`, a line each; None without a pair, when it is not
+    installed, or when it fails."""
+    if pair is None or shutil.which("apertium") is None:
         return None
     proc = subprocess.run(["apertium", "-u", pair], input="\n".join(sources) + "\n",
                           capture_output=True, text=True)

@@ -25,13 +25,14 @@ def test_paired_bootstrap_is_sacrebleus():
         paired_bootstrap(refs[:2], refs, refs)
 
 
-def test_evaluate_writes_scores_and_compares_with_a_baseline(tiny_model, tmp_path):
+def test_evaluate_writes_scores_and_compares_with_a_baseline(tiny_model, paired_models, tmp_path):
     data = write_corpus(tmp_path / "data", {"test": 12})
     out = tmp_path / "out"
     first = evaluate(tiny_model, data, beam=3, heatmaps=1, out=out)
     assert first["sentences"] == 12 and {"greedy", "beam3"} <= set(first)
     assert (out / "test.beam3.en").exists() and (out / "report.json").exists()
     assert "paired" not in first["beam3"]
+    assert "apertium" not in first              # Apertium has no pair for the toy source language xx
     # against its own translations: no difference; against a system that writes half of each
     # reference: far ahead of it
     shutil.copy(out / "test.beam3.en", tmp_path / "own.en")
@@ -40,7 +41,8 @@ def test_evaluate_writes_scores_and_compares_with_a_baseline(tiny_model, tmp_pat
     halves = tmp_path / "halves.en"
     refs = [line.split("\t")[1].split() for line in (data / "test.tsv").read_text().splitlines()]
     halves.write_text("".join(" ".join(words[:len(words) // 2]) + "\n" for words in refs))
-    assert main(["evaluate", "--model", str(tiny_model), "--data", str(data), "--beam", "3", "--heatmaps", "0",
+    # the same network labelled es->en: Apertium spa-eng beside it (when installed)
+    assert main(["evaluate", "--model", str(paired_models[0]), "--data", str(data), "--beam", "3", "--heatmaps", "0",
                  "--out", str(tmp_path / "cli"), "--baseline", str(halves)]) == 0
     report = json.loads((tmp_path / "cli" / "report.json").read_text())
     paired = report["beam3"]["paired"]
