@@ -84,7 +84,12 @@ def sentence_spans(text: str, breaks: set[int], language: str, split: bool, line
             if at < 0:                  # the splitter changed the text: keep the segment whole
                 found = []
                 break
-            found.append((start + at, start + at + len(body)))
+            if found and found[-1][1] == start + at:
+                # no space after the cut: the splitter took a `.` inside a token for an end
+                # ("%s..%s", "%.*s", "1..SECONDS"), so the two pieces are one sentence
+                found[-1] = (found[-1][0], start + at + len(body))
+            else:
+                found.append((start + at, start + at + len(body)))
             at += len(body)
         if not found:
             body = segment.strip()

@@ -31,6 +31,15 @@ def test_the_splitter_knows_spanish_abbreviations_and_inverted_marks():
     assert sentences("Ver el art. 5 de la Ley. Sí.") == ["Ver el art. 5 de la Ley.", "Sí."]
 
 
+def test_a_cut_with_no_space_after_it_is_not_a_sentence_end():
+    """sentencex cuts after a `.` inside a token: a printf range or precision would reach the
+    model in two halves (and come back as `%s.%s`)."""
+    assert sentences("Rango %s..%s no válido en la lista. Inténtelo de nuevo.") == [
+        "Rango %s..%s no válido en la lista.", "Inténtelo de nuevo."]
+    assert sentences("esperar 1..SEGUNDOS entre descargas") == ["esperar 1..SEGUNDOS entre descargas"]
+    assert sentences("imprime %.*s aquí. Hecho.") == ["imprime %.*s aquí.", "Hecho."]
+
+
 def test_line_breaks_end_sentences_in_plain_text_only_when_asked():
     text = "  Capítulo uno\nEn el principio.  Y dijo Dios.\n\n"
     assert sentences(text) == ["Capítulo uno", "En el principio.", "Y dijo Dios."]
