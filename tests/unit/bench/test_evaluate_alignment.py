@@ -43,6 +43,15 @@ def attnmt(*args: str) -> subprocess.CompletedProcess:
                           timeout=240)
 
 
+def sure_links(directory, rows, first_missing: bool = False):
+    """`directory`/{dev,test}.links: each row's Sure links (an empty first line: a pair not found)."""
+    directory.mkdir()
+    for split in ("dev", "test"):
+        (directory / f"{split}.links").write_text(("\n" if first_missing else "") + "".join(
+            " ".join(x for x in r[4].split() if "p" not in x) + "\n" for r in rows), encoding="utf-8")
+    return directory
+
+
 def test_word_map_follows_the_gold_words():
     assert word_map(["a", "b,", "c"], "a b, c") == [0, 1, 2]
     # a tokeniser that split a word in two: both halves map to it
@@ -51,11 +60,8 @@ def test_word_map_follows_the_gold_words():
 
 def test_evaluate_alignment_scores_every_rule_and_measures_what_the_server_returns(tmp_path):
     gold = write_gold(tmp_path / "gold")
-    links = tmp_path / "links"
-    links.mkdir()
-    for split in ("dev", "test"):        # an aligner that finds the Sure links of all pairs but the first
-        (links / f"{split}.links").write_text("\n" + "".join(" ".join(x for x in r[4].split() if "p" not in x) + "\n"
-                                                             for r in GOLD[1:]), encoding="utf-8")
+    # an aligner that finds the Sure links of all pairs but the first
+    links = sure_links(tmp_path / "links", GOLD[1:], first_missing=True)
     out = tmp_path / "aer.json"
     done = attnmt("evaluate-alignment", "--model", str(BUNDLED), "--gold", str(gold), "--samples", "200",
                   "--links", f"aligner={links}/{{split}}.links", "--json", str(out))
@@ -136,11 +142,8 @@ def test_an_english_to_spanish_model_reads_the_gold_set_and_its_links_files_reve
         pytest.skip("no bundled en-es model")
     gold = write_gold(tmp_path / "gold", GOLD[:3])                   # Spanish words i, English words j
     (gold / "languages.txt").write_text("es\ten\n", encoding="utf-8")
-    links = tmp_path / "links"
-    links.mkdir()
-    for split in ("dev", "test"):        # an aligner's links for the gold pairs, es→en as the file: its Sure links
-        (links / f"{split}.links").write_text("".join(" ".join(x for x in r[4].split() if "p" not in x) + "\n"
-                                                      for r in GOLD[:3]), encoding="utf-8")
+    # an aligner's links for the gold pairs, es→en as the file: its Sure links
+    links = sure_links(tmp_path / "links", GOLD[:3])
     out = tmp_path / "aer.json"
     done = attnmt("evaluate-alignment", "--model", str(model), "--gold", str(gold), "--samples", "50",
                   "--links", f"aligner={links}/{{split}}.links", "--json", str(out))
