@@ -119,12 +119,8 @@ def translate_file(name: str, data: bytes, translate_texts: Callable[[list[str],
     bytes, the FileDocument (its `untranslated`) and the texts' translations as they came."""
     from attnmt.service.server.settings import Settings
     from attnmt.service.text import files
-    s = Settings()
-    limits = files.Limits(max(len(data), 1), s.max_document_chars, max(1, s.max_document_sentences // 8))
-    document = files.read(name, data, limits)
-    translations: list[str] = []
-    for start in range(0, len(document.texts), CHUNK):
-        translations += translate_texts(document.texts[start:start + CHUNK], document.html)
+    document = files.read(name, data, Settings().file_limits(max(len(data), 1)))
+    translations = files.translate_texts(document, translate_texts, CHUNK)
     return document.write(translations, target, pattern), document, translations
 
 

@@ -188,40 +188,32 @@ def cmd_translate_file(args: argparse.Namespace) -> int:
                          "--split-sentences: its format decides)")
     data = args.file.read_bytes()
     s = Settings()
-    # as the server reads a file, but with no cap on its size: its texts go in calls of their own
-    limits = files.Limits(max(len(data), 1), s.max_document_chars, max(1, s.max_document_sentences // 8),
-                          max_entry_sentences=s.max_document_sentences, max_html_bytes=s.max_html_file_bytes)
-    try:
-        document = files.read(args.file.name, data, limits)
+    try:       # as the server reads a file, but with no cap on its size: its texts go in calls of their own
+        document = files.read(args.file.name, data, s.file_limits(max(len(data), 1)))
     except InvalidInput as e:
         raise SystemExit(f"attnmt translate: {args.file}: {e}") from None
     options = _options(args)
     chunk = 64                          # texts a call (a progress step)
     progress = sys.stderr.isatty()
-    translations: list[str] = []
 
-    def report() -> None:
+    def report(done: int, texts: int) -> None:
         if progress:
-            print(f"\r{len(translations)}/{len(document.texts)} texts", end="", file=sys.stderr, flush=True)
+            print(f"\r{done}/{texts} texts", end="", file=sys.stderr, flush=True)
     if args.server:
         with _client(args) as client:
             target, pattern = client.get_model(args.model_name).target_language, None
-            for start in range(0, len(document.texts), chunk):
-                done = client.translate_documents(document.texts[start:start + chunk], options, html=document.html,
-                                                  alignment="none", replace_unk=args.replace_unk,
-                                                  model=args.model_name)
-                translations += [d.text for d in done]
-                report()
+            translations = files.translate_texts(document, lambda texts, html: [
+                d.text for d in client.translate_documents(texts, options, html=html, alignment="none",
+                                                           replace_unk=args.replace_unk, model=args.model_name)],
+                chunk, report)
     else:
         from attnmt.service.text.documents import translate_documents
         translator = _translator(args)
         target = translator.engine.manifest.target_language
         pattern = translator.sentinels.pattern if translator.sentinels is not None else None
-        for start in range(0, len(document.texts), chunk):
-            done = translate_documents(translator, document.texts[start:start + chunk], document.html, True, options,
-                                       replace_unk=args.replace_unk)
-            translations += [d.text for d in done]
-            report()
+        translations = files.translate_texts(document, lambda texts, html: [
+            d.text for d in translate_documents(translator, texts, html, True, options, replace_unk=args.replace_unk)],
+            chunk, report)
     if progress:
         print(file=sys.stderr)
     out = Path(args.output) if args.output not in (None, "-") else None

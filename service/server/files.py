@@ -65,9 +65,7 @@ async def translate_file(core, name: str, data: bytes, *, model: str = "", sourc
     `progress(texts done, texts)`: called before the first job and after each."""
     s = core.settings
     deadline = core.capped(deadline)
-    # a .txt paragraph's lines: an eighth of the sentences an entry may have (a line holds a few)
-    limits = files.Limits(s.max_file_bytes, s.max_document_chars, max(1, s.max_document_sentences // 8),
-                          max_entry_sentences=s.max_document_sentences, max_html_bytes=s.max_html_file_bytes)
+    limits = s.file_limits()
     try:
         document = await asyncio.to_thread(files.read, name, data, limits)      # polib on a large catalog: ms
         served, route = core.resolve(model, len(document.texts), source, target, document.texts[:DETECT_ON])

@@ -276,6 +276,15 @@ class Settings(BaseSettings):
             return self.max_queue_delay_ms / 1000
         return 0.0 if self.batching == "continuous" else 0.002
 
+    def file_limits(self, max_bytes: int | None = None):
+        """The limits a file is read with (service/text/files/): max_file_bytes, or `max_bytes`
+        where a file's texts go in calls of their own (`attnmt translate --file`); a .txt
+        paragraph's lines an eighth of the sentences an entry may have (a line holds a few)."""
+        from attnmt.service.text.files import Limits
+        return Limits(self.max_file_bytes if max_bytes is None else max_bytes, self.max_document_chars,
+                      max(1, self.max_document_sentences // 8), max_entry_sentences=self.max_document_sentences,
+                      max_html_bytes=self.max_html_file_bytes)
+
 
 def read_config_file(path: Path) -> dict:
     # imported here: `attnmt translate` reads these settings for its default beam, and most

@@ -53,6 +53,19 @@ def read(name: str, data: bytes, limits: Limits) -> FileDocument:
     return reader(data, limits)
 
 
+def translate_texts(document: FileDocument, translate: Callable[[list[str], bool], list[str]], chunk: int = 64,
+                    progress: Callable[[int, int], None] | None = None) -> list[str]:
+    """The document's texts translated `chunk` at a time by translate(texts, html), in order;
+    progress(done, texts) after each chunk. The offline path's loop (`attnmt translate --file`
+    and what measures it); the server plans its own jobs (service/server/files.py)."""
+    translations: list[str] = []
+    for start in range(0, len(document.texts), chunk):
+        translations += translate(document.texts[start:start + chunk], document.html)
+        if progress is not None:
+            progress(len(translations), len(document.texts))
+    return translations
+
+
 def translated_name(name: str, target: str) -> str:
     """LibreTranslate's name for the translation of `name`: `guide.po` -> `guide_en.po`."""
     path = PurePosixPath(name.replace("\\", "/").rsplit("/", 1)[-1])
@@ -60,4 +73,5 @@ def translated_name(name: str, target: str) -> str:
     return f"{stem}_{target}{path.suffix.lower()}"
 
 
-__all__ = ["EXTENSIONS", "FileDocument", "Limits", "check_format", "extension", "read", "translated_name"]
+__all__ = ["EXTENSIONS", "FileDocument", "Limits", "check_format", "extension", "read", "translate_texts",
+           "translated_name"]
