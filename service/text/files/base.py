@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from lxml import etree
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -36,3 +38,14 @@ class FileDocument:
         """The file with `translations[i]` in place of `texts[i]`, for the target language
         `target`; `placeholders`: the spans a translation must keep (the served model's pattern)."""
         raise NotImplementedError
+
+
+def safe_xml_parser(**options) -> etree.XMLParser:
+    """lxml's parser with no entity expansion, DTD or network, and no huge trees (the XML
+    formats: XLIFF, Office Open XML, OpenDocument); `options` add the format's own."""
+    return etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False, **options)
+
+
+def local_name(element) -> str:
+    """An element's name without its namespace; '' for a comment or a processing instruction."""
+    return etree.QName(element).localname if isinstance(element.tag, str) else ""

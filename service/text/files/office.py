@@ -54,7 +54,7 @@ from typing import Callable
 from lxml import etree
 
 from attnmt.service.errors import InvalidInput
-from attnmt.service.text.files.base import FileDocument, Limits
+from attnmt.service.text.files.base import FileDocument, Limits, local_name, safe_xml_parser
 
 DOCX_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 ODT_TYPE = "application/vnd.oasis.opendocument.text"
@@ -248,15 +248,10 @@ def _xml_text(raw: str) -> str:
     return _NOT_XML.sub("", html.unescape(raw))
 
 
-def _name(element) -> str:
-    """The local name, '' for a comment or a processing instruction."""
-    return etree.QName(element).localname if isinstance(element.tag, str) else ""
-
-
 def _shallow(wrapper: etree._Element, parent: etree._Element) -> etree._Element:
     """A copy of `wrapper` in `parent`: its attributes and properties (`w:smartTagPr`), no runs."""
     made = etree.SubElement(parent, wrapper.tag, dict(wrapper.attrib))
-    made.extend(copy.deepcopy(c) for c in wrapper if _name(c).endswith("Pr"))
+    made.extend(copy.deepcopy(c) for c in wrapper if local_name(c).endswith("Pr"))
     return made
 
 
@@ -277,7 +272,7 @@ def _docx_paragraph(p: etree._Element) -> Paragraph:
 
     def walk(container: etree._Element, link: int | None) -> None:
         for child in container:
-            name = _name(child)
+            name = local_name(child)
             in_w = isinstance(child.tag, str) and etree.QName(child).namespace == W
             if in_w and name.endswith("Pr"):           # w:pPr, w:smartTagPr: kept where they are
                 continue
@@ -289,9 +284,9 @@ def _docx_paragraph(p: etree._Element) -> Paragraph:
                         paragraph.add_text(part.text or "", style, link)
                     elif part is not rpr:
                         paragraph.pieces.append(Piece(atom=[part], style=style, link=link,
-                                                      line_break=_name(part) in DOCX_BREAKS,
-                                                      tab=_name(part) in DOCX_TABS,
-                                                      marker=_name(part) in DOCX_MARKERS))
+                                                      line_break=local_name(part) in DOCX_BREAKS,
+                                                      tab=local_name(part) in DOCX_TABS,
+                                                      marker=local_name(part) in DOCX_MARKERS))
             elif in_w and name in DOCX_WRAPPERS and link is None:
                 paragraph.wrapped(child, lambda n, inside=child: walk(inside, n), Piece(atom=[child], inline=False))
             else:
@@ -309,7 +304,7 @@ def _docx_tag(rpr, base) -> str:
     common = {etree.tostring(c) for c in (base if base is not None else ())}
     if not common <= set(own):
         return "span"
-    added = {_name(c) for key, c in own.items()
+    added = {local_name(c) for key, c in own.items()
              if key not in common and c.get(_w("val")) not in ("0", "false", "none")}      # not w:b w:val="0"
     for tag, names in (("b", {"b", "bCs"}), ("i", {"i", "iCs"}), ("u", {"u"})):
         if added and added <= names and tag in added:
@@ -393,7 +388,7 @@ def _odt_paragraph(p: etree._Element, emphasis: dict[str, str]) -> Paragraph:
             else:
                 paragraph.pieces.append(Piece(atom=[child], style=style, link=link,
                                               line_break=child.tag == _t("line-break"), tab=child.tag == _t("tab"),
-                                              marker=_name(child).endswith(("-start", "-end"))))
+                                              marker=local_name(child).endswith(("-start", "-end"))))
             paragraph.add_text(child.tail or "", style, link)
 
     walk(p, (), None)
@@ -562,7 +557,7 @@ class Package:
                                "(its entities are not read)")
         if b"<!DOCTYPE" in data or b"<!ENTITY" in data:
             raise refused
-        parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False)
+        parser = safe_xml_parser()
         try:
             tree = etree.fromstring(data, parser).getroottree()
         except etree.XMLSyntaxError as e:

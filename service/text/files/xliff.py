@@ -37,7 +37,7 @@ import re
 from lxml import etree
 
 from attnmt.service.errors import InvalidInput
-from attnmt.service.text.files.base import FileDocument, Limits
+from attnmt.service.text.files.base import FileDocument, Limits, local_name, safe_xml_parser
 from attnmt.service.text.files.gettext import FORMAT_DIRECTIVES, same_placeholders
 
 XLIFF_1 = "urn:oasis:names:tc:xliff:document:1.2"
@@ -66,8 +66,7 @@ _ENCODING = re.compile(r"""(\sencoding\s*=\s*)(["'])[^"']*\2""")
 def _parser() -> etree.XMLParser:
     # lxml, not ElementTree (or defusedxml's wrapping of it): ElementTree renames namespace
     # prefixes (ns0:) and drops comments and processing instructions on the way back out
-    return etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, dtd_validation=False,
-                           huge_tree=False, remove_comments=False, remove_pis=False, strip_cdata=False,
+    return safe_xml_parser(dtd_validation=False, remove_comments=False, remove_pis=False, strip_cdata=False,
                            collect_ids=False)
 
 
@@ -163,10 +162,6 @@ def _translatable(unit: etree._Element) -> bool:
     return True
 
 
-def _name(element) -> str:
-    return etree.QName(element).localname if isinstance(element.tag, str) else ""
-
-
 def _to_html(element: etree._Element, codes: list) -> str:
     """`element`'s content as HTML: its text escaped, each inline code a numbered placeholder
     (the number its index in `codes`)."""
@@ -174,7 +169,7 @@ def _to_html(element: etree._Element, codes: list) -> str:
     for child in element:
         n = len(codes)
         codes.append(child)
-        if _name(child) in PAIRED:
+        if local_name(child) in PAIRED:
             out.append(f'<span data-x="{n}">{_to_html(child, codes)}</span>')
         else:
             out.append(f'<img data-x="{n}">')
@@ -208,7 +203,7 @@ def _from_html(translation: str, codes: list) -> tuple[str, list] | None:
             continue
         n = int(m.group(1) or m.group(2))
         paired = m.group(1) is not None
-        if n >= len(codes) or n in seen or paired != (_name(codes[n]) in PAIRED):
+        if n >= len(codes) or n in seen or paired != (local_name(codes[n]) in PAIRED):
             return None
         seen.add(n)
         if paired:
@@ -230,19 +225,19 @@ def _from_html(translation: str, codes: list) -> tuple[str, list] | None:
 def _pairs_in_order(children: list) -> bool:
     """Each end of a spanning pair after its start, where both are in the text."""
     codes = [code for top in children for code in top.iter()]
-    starts = {_pair(code) for code in codes if _name(code) in STARTS}
+    starts = {_pair(code) for code in codes if local_name(code) in STARTS}
     seen: set = set()
     for code in codes:
-        if _name(code) in STARTS:
+        if local_name(code) in STARTS:
             seen.add(_pair(code))
-        elif _name(code) in PAIR_ENDS and _pair(code) in starts and _pair(code) not in seen:
+        elif local_name(code) in PAIR_ENDS and _pair(code) in starts and _pair(code) not in seen:
             return False
     return True
 
 
 def _pair(code: etree._Element) -> tuple[str, str]:
     """The start of the pair a code begins or ends, and the id joining them."""
-    name = _name(code)
+    name = local_name(code)
     start, attribute = PAIR_ENDS.get(name, (name, "id"))
     return start, code.get("rid") or code.get(attribute) or ""
 
