@@ -156,7 +156,9 @@ def _go_on() -> None:
     """A check that never stops the work."""
 
 
-def _untranslatable(tag: str, attributes: dict) -> bool:
+def untranslatable(tag: str, attributes: dict) -> bool:
+    """An element whose content stays as sent: verbatim (script, style, ...), `translate="no"` or
+    class `notranslate`; the HTML mode and the HTML file reader both ask."""
     return (tag in VERBATIM or (attributes.get("translate") or "").lower() == "no"
             or "notranslate" in (attributes.get("class") or "").split())
 
@@ -197,7 +199,7 @@ class _Reader:
         if block:
             self.breaks.add(len(self.chars))
         start_tag = self.start_tag(node)
-        if is_html and _untranslatable(name, node.attributes):
+        if is_html and untranslatable(name, node.attributes):
             self.atom(self.verbatim(node), parent)
         elif (is_html and name in VOID) or (node.token and node.token.get("selfClosingAcknowledged")):
             self.atom(start_tag or f"<{name}>", parent, self.translated(node))

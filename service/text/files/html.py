@@ -32,7 +32,7 @@ from attnmt.service.errors import InvalidInput
 from attnmt.service.text import html5
 from attnmt.service.text.files.base import FileDocument, Limits
 from attnmt.service.text.files.encoding import decode
-from attnmt.service.text.markup import BLOCK, TRANSLATED_ATTRIBUTES, VERBATIM, VOID, _untranslatable
+from attnmt.service.text.markup import BLOCK, TRANSLATED_ATTRIBUTES, VERBATIM, VOID, untranslatable
 
 _META_CHARSET = re.compile(rb"""<meta[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.IGNORECASE)
 _CHARSET_VALUE = re.compile(r"""(<meta[^>]*?charset\s*=\s*["']?\s*)([A-Za-z0-9._:-]+)""", re.IGNORECASE)
@@ -164,7 +164,7 @@ class _Page:
             return _Part(node, *node.span, first, first, [], [])
         is_html = node.namespace is None
         untranslated = untranslated or (is_html and node.name is not None
-                                        and _untranslatable(node.name, node.attributes))
+                                        and untranslatable(node.name, node.attributes))
         block = is_html and node.name in BLOCK
         if block:
             self._break()
