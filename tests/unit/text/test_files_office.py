@@ -1,4 +1,4 @@
-""".docx and .odt (service/text/files/office.py): each paragraph an HTML entry whose runs
+""".docx and .odt (service/text/files/office/): each paragraph an HTML entry whose runs
 come back around the translated words, every other zip entry as read, zip bombs and hostile
 XML refused."""
 
@@ -337,6 +337,51 @@ def test_odt_spans_links_and_notes_come_back_and_mimetype_stays_first_and_stored
             assert after.getinfo(name).compress_type == before.getinfo(name).compress_type
     assert files.read("informe_en.odt", out, LIMITS).texts[1] == (        # numbered as they come now
         'Read <a data-w="0">the help</a> before you <i data-r="1">leave</i>, then press <b data-r="2">Save</b>.')
+
+
+# As LibreOffice Writer saves what a person typed (tests/data/office/libreoffice.odt): every span
+# carries a revision id (officeooo:rsid), T3 nothing else; styles.xml names its own T1 for the header
+RSID = 'xmlns:officeooo="http://openoffice.org/2009/office"'
+WRITER_CONTENT = f"""<?xml version="1.0" encoding="UTF-8"?>
+<office:document-content {ODT_NS} {RSID} office:version="1.3"><office:automatic-styles>\
+<style:style style:name="T1" style:family="text"><style:text-properties fo:font-weight="bold" \
+officeooo:rsid="000b2f47" style:font-weight-complex="bold"/></style:style>\
+<style:style style:name="T2" style:family="text"><style:text-properties fo:font-style="italic" \
+officeooo:rsid="000b2f47"/></style:style>\
+<style:style style:name="T3" style:family="text"><style:text-properties officeooo:rsid="000d41a2"/></style:style>\
+</office:automatic-styles><office:body><office:text>\
+<text:p>La casa es <text:span text:style-name="T1">grande</text:span><text:span text:style-name="T3"> y tiene \
+un <text:span text:style-name="T2">jardín</text:span>.</text:span></text:p>\
+<text:p><text:span text:style-name="T3" text:class-names="Nota">Hola.</text:span></text:p>\
+</office:text></office:body></office:document-content>"""
+WRITER_STYLES = f"""<?xml version="1.0" encoding="UTF-8"?>
+<office:document-styles {ODT_NS} {RSID}><office:styles>\
+<style:style style:name="Sin_20_formato" style:family="text"/></office:styles><office:automatic-styles>\
+<style:style style:name="T1" style:family="text"><style:text-properties fo:font-style="italic"/></style:style>\
+</office:automatic-styles><office:master-styles><style:master-page style:name="Standard"><style:header>\
+<text:p>Documento <text:span text:style-name="T1">interno</text:span> \
+<text:span text:style-name="Sin_20_formato">hoy</text:span></text:p>\
+</style:header></style:master-page></office:master-styles></office:document-styles>"""
+
+
+def test_writer_revision_ids_neither_hide_bold_nor_make_spans_and_automatic_styles_are_per_part():
+    data = zipped(replaced(replaced(ODT, "content.xml", WRITER_CONTENT.encode()), "styles.xml", WRITER_STYLES.encode()))
+    document = files.read("informe.odt", data, LIMITS)
+    assert document.texts == [
+        'La casa es <b data-r="1">grande</b> y tiene un <i data-r="2">jardín</i>.',     # T3 read as its parent
+        "Hola.",                                    # a span with more than its style is kept (below)
+        # styles.xml's own T1 (italic), not content.xml's; a common style is the user's, kept as a span
+        'Documento <i data-r="1">interno</i> <span data-r="2">hoy</span>',
+    ]
+    out = document.write(['The house is <b data-r="1">big</b> and has a <i data-r="2">garden</i>.', "Hello.",
+                          'Internal <i data-r="1">document</i> <span data-r="2">today</span>'], "en")
+    first, second = part(out, "content.xml").iter(f"{T}p")
+    assert etree.tostring(first, encoding="unicode", with_tail=False).split(">", 1)[1] == (
+        'The house is <text:span text:style-name="T1">big</text:span> and has a '
+        '<text:span text:style-name="T2">garden</text:span>.</text:p>')
+    assert second[0].get(f"{T}class-names") == "Nota" and second[0].text == "Hello."
+    header = next(part(out, "styles.xml").iter(f"{T}p"))
+    assert [(s.get(f"{T}style-name"), s.text) for s in header] == [("T1", "document"), ("Sin_20_formato", "today")]
 
 
 def patched(data: bytes, name: str, *, flags: int | None = None, size: int | None = None) -> bytes:
