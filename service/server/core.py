@@ -40,7 +40,7 @@ from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.text import documents
 from attnmt.service.text.glossary import Glossary
 from attnmt.service.text.glossary import load_all as load_glossaries
-from attnmt.service.text.translator import Translation, Translator, normalise
+from attnmt.service.text.translator import Translator, normalise
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Translator"].full_name   # attnmt.v1.Translator
 
@@ -159,7 +159,7 @@ class Core:
             searches = await self._run(served, searches, deadline, client, priority)
             translator = served.translator
             translations = [translator.result(text, s, request.options.replace_unknown, glossary) if s
-                            else Translation(text, []) for text, s in zip(request.sentences, searches)]
+                            else translator.copy(text) for text, s in zip(request.sentences, searches)]
             messages = [convert.translation_pb(t, kind, threshold) for t in translations]
         m = served.translator.engine.manifest
         response = pb.TranslateResponse(translations=messages, model=m.name, model_version=m.version,
@@ -190,7 +190,7 @@ class Core:
         search = self._search(served, item.sentence, options, field)
         (search,) = await self._run(served, [search], deadline, client, priority)
         translation = served.translator.result(item.sentence, search, opts.replace_unknown, glossary) \
-            if search else Translation(item.sentence, [])
+            if search else served.translator.copy(item.sentence)
         answer.translation.CopyFrom(convert.translation_pb(translation, kind, threshold))
         return answer
 
@@ -251,7 +251,7 @@ class Core:
         searches = await self._run(served, searches, deadline, client, priority)
 
         def answer(check) -> list[pb.Translation]:
-            done = iter(translator.result(text, s, opts.replace_unknown, glossary) if s else Translation(text, [])
+            done = iter(translator.result(text, s, opts.replace_unknown, glossary) if s else translator.copy(text)
                         for (_, _, text), s in zip(sentences, searches))
             messages = []
             for reading in readings:
@@ -283,9 +283,10 @@ class Core:
 
     def _search(self, served: ServedModel, text: str, options: SearchOptions, field: str,
                 target: str | None = None) -> Search | None:
-        """A search for one sentence, or None when there is nothing to translate."""
+        """A search for one sentence, or None when there is nothing to translate or the sentence
+        is its own translation (Translator.copies: `!`, `%s`): Translator.copy answers it."""
         self._check_text(text, field)
-        if target is None and not normalise(text):
+        if target is None and (not normalise(text) or served.translator.copies(text)):
             return None
         try:
             return served.translator.search(text, options, target=target)

@@ -12,7 +12,8 @@ make a `Document` (`Reading.assemble`). Between the source's sentences lie gaps
 (whitespace, and in HTML whatever markup stood there); the target is the gaps
 copied with each sentence's translation in its place, so a source position in a
 gap maps to the target one to one, and one inside a sentence through the
-alignment (`Layout`).
+alignment (`Layout`). A sentence with no letter (`!`, `...`, `%s:`) is copied, not
+translated (`Translator.copies`): a model writes words around one.
 """
 
 from __future__ import annotations
@@ -290,7 +291,7 @@ def translate_documents(translator: Translator, entries: list[str], html: bool, 
     language = translator.engine.manifest.source_language
     readings = [read(e, html, split, language, placeholders=translator.protector is None) for e in entries]
     texts = [s for r in readings for s in r.sentences]
-    searches = [translator.search(t, options) if normalise(t) else None for t in texts]
+    searches = [translator.search(t, options) if normalise(t) and not translator.copies(t) else None for t in texts]
     decode_all(translator.engine, [s for s in searches if s is not None], max_rows)
-    done = iter(translator.result(t, s, replace_unk) if s else Translation(t, []) for t, s in zip(texts, searches))
+    done = iter(translator.result(t, s, replace_unk) if s else translator.copy(t) for t, s in zip(texts, searches))
     return [r.assemble([next(done) for _ in r.spans]) for r in readings]

@@ -96,6 +96,14 @@ def normalise(text: str) -> str:
     return " ".join(_CONTROL.sub(" ", unicodedata.normalize("NFC", text)).split())
 
 
+def letterless(text: str, placeholders: re.Pattern | None = None) -> bool:
+    """No letter (str.isalpha) in `text` once the spans `placeholders` matches are taken out:
+    punctuation, digits, symbols, `%s`, `{name}`."""
+    if placeholders is not None:
+        text = placeholders.sub("", text)
+    return not any(c.isalpha() for c in text)
+
+
 class Translator:
     """One served model: its engine plus text handling."""
 
@@ -137,6 +145,25 @@ class Translator:
         if self.max_positions is None or options.max_target_tokens <= self.max_positions:
             return options
         return replace(options, max_target_tokens=self.max_positions)
+
+    def copies(self, text: str) -> bool:
+        """Whether `text` is its own translation, not the model's: it is not empty, and has no
+        letter outside the model's placeholders (`!`, `...`, `42`, `%s:`). Given such a piece, a
+        model writes words around it (`!` -> `¡!`, `?` -> `¿El?`)."""
+        return bool(normalise(text)) and letterless(text, self.sentinels.pattern if self.sentinels else None)
+
+    def copy(self, text: str) -> Translation:
+        """`text` as its own translation: one hypothesis, the text itself (none when it is
+        empty), each piece aligned to itself, every log-probability 0."""
+        copied = normalise(text)
+        if not copied:
+            return Translation(text, [])
+        pieces = self.tokenizer.pieces(self.tokenizer.encode(copied) + [self.engine.eos_id])
+        n = len(pieces)
+        hypothesis = Hypothesis(text=copied, target_tokens=pieces, token_log_probs=[0.0] * n, log_prob=0.0, score=0.0,
+                                alignment=np.eye(n, dtype=np.float32), source_tokens=pieces,
+                                links_rule=self.links_rule)
+        return Translation(text, pieces, [hypothesis])
 
     def search(self, text: str, options: SearchOptions, target: str | None = None) -> Search:
         """A Search ready to join a DecodeBatch; with `target`, forced decoding of that target."""
@@ -188,10 +215,10 @@ class Translator:
 
     def translate(self, texts: list[str], options: SearchOptions = SearchOptions(), max_rows: int | None = None,
                   replace_unk: bool = False, glossary=None) -> list[Translation]:
-        """Offline batch translation (the server schedules instead)."""
-        searches = [self.search(t, options) for t in texts]
-        decode_all(self.engine, searches, max_rows)
-        return [self.result(t, s, replace_unk, glossary) for t, s in zip(texts, searches)]
+        """Offline batch translation (the server schedules instead); a text `copies` is copied."""
+        searches = [None if self.copies(t) else self.search(t, options) for t in texts]
+        decode_all(self.engine, [s for s in searches if s is not None], max_rows)
+        return [self.result(t, s, replace_unk, glossary) if s else self.copy(t) for t, s in zip(texts, searches)]
 
     def align(self, pairs: list[tuple[str, str]], max_rows: int | None = None) -> list[Translation]:
         """Forced alignment: score and align given targets."""
@@ -200,4 +227,4 @@ class Translator:
         return [self.result(s, search) for (s, _), search in zip(pairs, searches)]
 
 
-__all__ = ["Translator", "Translation", "Hypothesis", "EOS_TOKEN", "normalise"]
+__all__ = ["Translator", "Translation", "Hypothesis", "EOS_TOKEN", "letterless", "normalise"]

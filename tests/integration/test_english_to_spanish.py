@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import grpc
 import httpx
+import polib
 import pytest
 
 from attnmt.service.inference.engine import Engine
@@ -78,6 +79,29 @@ def test_discourses_detect_then_translate_gets_spanish_html(lt):
     text = r.json()["translatedText"]
     assert text.startswith("<p>") and text.endswith("</p>") and text.count("<b>") == 1, text
     assert spanish(text.replace("<b>", "").replace("</b>", "")), text
+
+
+def test_pieces_without_letters_come_back_as_they_are(lt):
+    """A msgid, or a piece of one, with no letter is copied, not translated: the model writes
+    `¡!` for `!` and `¿El?` for `?`. Through a catalog and through the native API."""
+    catalog = "\n\n".join(['msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=UTF-8\\n"\n"Language: en\\n"',
+                           'msgid "!"\nmsgstr ""', 'msgid "?"\nmsgstr ""', 'msgid "%s:"\nmsgstr ""',
+                           'msgid "Could not open the file:\\n..."\nmsgstr ""']) + "\n"
+    answer = lt.post("/translate_file", files={"file": ("ui.po", catalog.encode())},
+                     data={"source": "en", "target": "es", "api_key": ""})
+    assert answer.status_code == 200, answer.text
+    translated = {e.msgid: e.msgstr for e in polib.pofile(lt.get(answer.json()["translatedFileUrl"]).text)}
+    assert [translated[msgid] for msgid in ("!", "?", "%s:")] == ["!", "?", "%s:"]
+    opened = translated["Could not open the file:\n..."]
+    assert opened.endswith(":\n...") and spanish(opened), opened
+    r = lt.post("/v1/translate", json={"sentences": ["!", "?", "...", "42"], "sourceLanguage": "en",
+                                       "targetLanguage": "es", "options": {"alignment": "ALIGNMENT_WORDS"}})
+    assert r.status_code == 200, r.text
+    translations = r.json()["translations"]
+    assert [t["text"] for t in translations] == ["!", "?", "...", "42"]
+    for t in translations:
+        (hyp,) = t["hypotheses"]
+        assert hyp["text"] == t["text"] and hyp["targetWords"][-1] == "</s>" and hyp["alignment"]["pharaoh"]
 
 
 def test_a_grpc_request_by_pair_reaches_english_to_spanish(server):

@@ -16,6 +16,7 @@ from attnmt.service.inference.search import SearchOptions
 from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.text.documents import read, sentence_spans, translate_documents
 from attnmt.service.text.offsets import word_spans
+from attnmt.service.text.translator import letterless
 from conftest import RunningServer
 
 GREEDY = SearchOptions(beam_size=1)
@@ -75,6 +76,38 @@ def test_a_document_comes_back_with_its_layout_and_each_sentence_as_alone(offlin
         assert [document.text[a:b] for a, b in s.target_word_spans[0]] == best.target_words[:-1] + [""]
 
 
+def test_a_piece_without_letters_is_its_own_translation():
+    """`!`, `...`, `42`, a placeholder: a model writes words around them (`!` -> `¡!`)."""
+    from attnmt.model.data.placeholders import PLACEHOLDER
+    for text in ("!", "?", "...", ":", "-", "42", "1.", "¡!", "(%d)", "%s:", "{name}", "<b>%s</b>"):
+        assert letterless(text, PLACEHOLDER), text
+    for text in ("Hola", "¿Qué?", "a", "ñ!", "日本", "%s archivos"):
+        assert not letterless(text, PLACEHOLDER), text
+    assert not letterless("%s") and not letterless("{name}")     # a model without placeholders: `s` is a letter
+
+
+def test_letterless_pieces_are_copied_with_a_well_formed_alignment(offline):
+    alone = offline.translate(["!", "...", "42", "peru vidas kasa .", ""], GREEDY)
+    assert [t.best.text for t in alone[:3]] == ["!", "...", "42"]
+    assert alone[3].best.text == "the dog sees the house ."
+    for copied in alone[:3]:
+        best = copied.best
+        assert best.target_tokens == copied.source_tokens and best.target_tokens[-1] == "</s>"
+        assert best.alignment.shape == (len(best.target_tokens), len(copied.source_tokens))
+        assert (best.alignment.sum(axis=1) == 1).all() and best.log_prob == 0 and best.quality is None
+        assert best.target_words == best.source_words and best.hard_alignment()
+    text = "peru vidas kasa .\n!\n  ...\n42\n"
+    (document,) = translate_documents(offline, [text], html=False, split=True, options=GREEDY)
+    assert document.text == "the dog sees the house .\n!\n  ...\n42\n"
+    for s in document.sentences:        # the toy vocabulary has no `!` or digits: their piece is <unk>
+        best = s.translation.best
+        assert document.text[s.target[0]:s.target[1]] == best.text
+        for (a, b), word in zip(s.target_word_spans[0], best.target_words):
+            assert s.target[0] <= a <= b <= s.target[1] and document.text[a:b] in (word, "")
+        for (a, b), word in zip(s.source_word_spans, best.source_words):
+            assert s.source[0] <= a <= b <= s.source[1] and text[a:b] in (word, "")
+
+
 def test_document_limits_name_the_setting():
     with pytest.raises(InvalidInput, match="max_document_chars"):
         read("a. " * 100, False, True, "es", max_chars=50)
@@ -105,6 +138,22 @@ def test_split_sentences_over_grpc(stub, translator):
         assert [document.text[s.start:s.end] for s in hyp.target_word_spans] == list(hyp.target_words[:-1]) + [""]
         assert hyp.alignment.pharaoh
     assert short.text == "the dog sees the house ." and len(short.sentences) == 1
+
+
+def test_letterless_sentences_come_back_as_sent_over_grpc(stub):
+    """Plain, split and streamed: the copy answers in the shape a translation does."""
+    words = pb.DecodingOptions(alignment=pb.ALIGNMENT_WORDS)
+    (bang,) = stub.Translate(pb.TranslateRequest(sentences=["!"], options=words)).translations
+    (document,) = stub.Translate(pb.TranslateRequest(sentences=["peru vidas kasa .\n..."], split_sentences=True,
+                                                     options=words)).translations
+    assert bang.text == "!" and document.text == "the dog sees the house .\n..."
+    dots = document.sentences[1]
+    assert (dots.source.start, dots.source.end, dots.target.start, dots.target.end) == (18, 21, 25, 28)
+    for hyp in (bang.hypotheses[0], dots.translation.hypotheses[0]):
+        assert len(hyp.target_words) == 2 and hyp.alignment.pharaoh == "0-0"
+        assert [list(row.weights) for row in hyp.alignment.rows] == [[1, 0], [0, 1]]
+    (item,) = stub.TranslateStream(iter([pb.StreamRequest(id="1", sentence="?")]))
+    assert item.translation.text == "?"
 
 
 def test_plain_format_adds_word_spans_and_unspecified_stays_as_before(stub):
