@@ -1,6 +1,6 @@
 """The measurement subcommands of `attnmt`: bench (engine, server, offline, serving, http, glossary,
-quality, score-functions, overload, soak, order, files, catalog), evaluate, evaluate-public, evaluate-alignment,
-fit-quality.
+quality, score-functions, overload, soak, order, files, catalog, subtitles), evaluate, evaluate-public,
+evaluate-alignment, fit-quality.
 
 Found by `attnmt` through the `attnmt.commands` entry point; the modules that run them
 (torch, grpc, sacrebleu, the client) are imported only when one runs, so they cost
@@ -22,6 +22,11 @@ def _files(args: argparse.Namespace) -> int:
 def _catalog(args: argparse.Namespace) -> int:
     from attnmt.bench.catalog import cmd_bench_catalog
     return cmd_bench_catalog(args)
+
+
+def _subtitles(args: argparse.Namespace) -> int:
+    from attnmt.bench.subtitles import cmd_bench_subtitles
+    return cmd_bench_subtitles(args)
 
 
 def _overload(args: argparse.Namespace) -> int:
@@ -346,6 +351,22 @@ def _register_serving_benches(bench: argparse._SubParsersAction) -> None:
     b.add_argument("--out", type=Path, help="also write blank.po, translated.po and reference.po here")
     b.add_argument("--json", type=Path, help="also write the report here")
     b.set_defaults(func=_catalog)
+    b = bench.add_parser("subtitles", help="a SubRip file built from a parallel split (one sentence a cue, about one "
+                                           "in five across two cues) translated whole, as `attnmt translate --file` "
+                                           "does, against each cue alone: timings kept, cues in and out, chrF/BLEU")
+    b.add_argument("--model", type=Path, default=DEFAULT_MODEL,
+                   help="model directory (default: models/transformer-es-en, the served default)")
+    b.add_argument("--data", type=Path, help="data directory with the split (default: data/dialogue's test split "
+                                             "where it has one, else data/tatoeba's dev split)")
+    b.add_argument("--split", help="the split read (default: test; dev for the default data/tatoeba)")
+    b.add_argument("--cues", type=int, default=200, help="cues in the file")
+    b.add_argument("--split-share", type=float, default=0.2, help="share of the sentences split across two cues")
+    b.add_argument("--beam", type=int, default=5)
+    b.add_argument("--seed", type=int, default=0, help="draws the pauses between sentences")
+    b.add_argument("--examples", type=int, default=8, help="cues translated differently kept in the JSON report")
+    b.add_argument("--out", type=Path, help="also write the file sent and the file written here")
+    b.add_argument("--json", type=Path, help="also write the report here")
+    b.set_defaults(func=_subtitles)
     b = bench.add_parser("overload", help="512 callers against max_queue 64: goodput kept, refusal latency, "
                                           "CPU and unexpected codes (retrying at once vs honouring RetryInfo)")
     model_and_data_arguments(b)
