@@ -42,6 +42,10 @@ class FairQueue:
             for queue in clients.values():
                 yield from queue
 
+    def has(self, priority: int) -> bool:
+        """Whether any job of this priority waits."""
+        return bool(self._clients[priority])
+
     def append(self, job) -> None:
         clients = self._clients[job.priority]
         clients.setdefault(job.client, collections.deque()).append(job)

@@ -53,6 +53,11 @@ IDLE_AFTER_REFUSAL = 10.0
 # Interactive work that arrived this recently still holds bulk work to a few rows (_admit): one
 # client's calls one after another leave gaps of a round trip between them.
 INTERACTIVE_RECENT = 1.0
+# Beside interactive sentences in the batch, bulk sentences join at most this often (_admit):
+# each joiner costs an encoder run and widens every step until it leaves, and the interactive
+# sentences would pay for both. Bulk work still joins in the gaps between interactive calls, and
+# at least this often under an unbroken stream of them, so a file never stalls.
+BULK_JOIN_INTERVAL = 0.1
 
 SHUTTING_DOWN = "server is shutting down"
 
@@ -161,6 +166,7 @@ class DecodeWorker:
         self._suspects: list[Job] = []     # after a failed step: decoded again one at a time, first first
         self._deferred_since: float | None = None   # when sentences first waited for joining company
         self._interactive_seen = float("-inf")      # when interactive work last arrived (bulk yields to it)
+        self._bulk_joined = float("-inf")           # when a bulk sentence last joined the batch
         self.steps = 0
         self.rows = 0                      # rows over all steps (Job.rows is a difference of these)
         self.thread = threading.Thread(target=self._main, name=f"decode-{name}", daemon=True)
@@ -347,16 +353,21 @@ class DecodeWorker:
         # bulk rows beside interactive work: while interactive work is about (in the batch, or
         # arrived within INTERACTIVE_RECENT), bulk sentences join only up to a few rows, so an
         # interactive sentence's steps stay small, as on an idle server (a file's jobs do not
-        # take every row between two calls of one interactive client)
-        interactive = (time.monotonic() - self._interactive_seen < INTERACTIVE_RECENT
-                       or any(j.priority == INTERACTIVE for j in self._jobs.values()))
+        # take every row between two calls of one interactive client); and beside interactive
+        # sentences in the step, once in BULK_JOIN_INTERVAL at most
+        now, bulk_joined = time.monotonic(), self._bulk_joined
+        in_batch = sum(1 for j in self._jobs.values() if j.priority == INTERACTIVE)
+        interactive = in_batch > 0 or now - self._interactive_seen < INTERACTIVE_RECENT
         bulk_rows = sum(j.width for j in self._jobs.values() if j.priority == BULK) if interactive else 0
-        budget = {"rows": self.batch.n_rows, "longest": self.batch.longest, "to_come": 0, "bulk": bulk_rows}
+        budget = {"rows": self.batch.n_rows, "longest": self.batch.longest, "to_come": 0, "bulk": bulk_rows,
+                  "interactive": in_batch}
 
         def fits(job: Job) -> bool:
-            if (interactive and job.priority == BULK and budget["bulk"]
-                    and budget["bulk"] + job.width > self.limits.max_bulk_rows_beside_interactive):
-                return False             # yields to the interactive work about (one always runs)
+            if interactive and job.priority == BULK:
+                if budget["bulk"] and budget["bulk"] + job.width > self.limits.max_bulk_rows_beside_interactive:
+                    return False         # yields to the interactive work about (one always runs)
+                if budget["interactive"] and now - bulk_joined < BULK_JOIN_INTERVAL:
+                    return False         # beside interactive sentences: a round now and then
             if not budget["rows"]:
                 return True              # an empty step takes anything (limits are checked at the door)
             rows, longest = budget["rows"] + job.width, max(budget["longest"], job.search.src_len)
@@ -369,7 +380,11 @@ class DecodeWorker:
         def admit(job: Job) -> None:
             joining.append(job)
             budget["rows"] += job.width
-            budget["bulk"] += job.width if job.priority == BULK else 0
+            if job.priority == BULK:
+                budget["bulk"] += job.width
+                self._bulk_joined = now
+            else:
+                budget["interactive"] += 1
             budget["longest"] = max(budget["longest"], job.search.src_len)
             budget["to_come"] = max(budget["to_come"], job.search.max_length)
 
@@ -418,9 +433,14 @@ class DecodeWorker:
             self._deliver(results)
 
     def _idle(self, rows: int) -> bool:
-        """Whether the next step has cores to spare (IDLE_ROWS, IDLE_AFTER_REFUSAL)."""
-        refused_lately = time.monotonic() - self._last_refusal() <= IDLE_AFTER_REFUSAL
-        return rows <= IDLE_ROWS and not self.waiting and not refused_lately
+        """Whether the next step has cores to spare (IDLE_ROWS, IDLE_AFTER_REFUSAL). Bulk work
+        neither waiting nor beside interactive sentences counts: it waits and stays narrow by
+        design (_admit), and a file's backlog must not take the spinning threads from the
+        interactive calls it yields to."""
+        if self._waiting.has(INTERACTIVE) or time.monotonic() - self._last_refusal() <= IDLE_AFTER_REFUSAL:
+            return False
+        interactive_rows = sum(j.width for j in self._jobs.values() if j.priority == INTERACTIVE)
+        return (interactive_rows or rows) <= IDLE_ROWS
 
     # --- a failed step ------------------------------------------------------------
 

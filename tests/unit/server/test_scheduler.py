@@ -320,3 +320,55 @@ def test_bulk_work_joins_only_a_few_rows_while_interactive_work_is_about(transla
     assert admitted(False, 4) == [BULK] * 10
     assert sorted(admitted(True, 4)) == [0] + [BULK] * 4          # the interactive sentence, and 4 bulk rows
     assert sorted(admitted(True, 1)) == [0, BULK]
+
+
+def test_bulk_work_joins_interactive_sentences_in_the_batch_only_now_and_then(translator, monkeypatch):
+    """Each bulk joiner costs an encoder run and widens every step the interactive sentences
+    take: beside them, bulk sentences join once per BULK_JOIN_INTERVAL at most; in the gaps
+    between interactive calls, and once the interval has passed, they join again."""
+    from attnmt.service.server import worker as module
+    from attnmt.service.server.worker import BULK, INTERACTIVE, DecodeWorker, Job
+
+    clock = [1000.0]
+    monkeypatch.setattr(module.time, "monotonic", lambda: clock[0])
+    worker = DecodeWorker(translator.engine, limits(max_bulk_rows_beside_interactive=1), Metrics(), "tiny",
+                          deliver=lambda results: None, on_death=lambda error: None)
+    long_options = SearchOptions(max_length_ratio=10.0, max_length_extra=100)
+    user = Job(translator.search(LONG, long_options), None, None, "user")
+    bulk = [Job(translator.search(SHORT, SearchOptions()), None, None, "file", BULK) for _ in range(4)]
+    worker._absorb([user, *bulk], [])
+
+    def round_() -> list[int]:
+        joining = worker._admit()
+        for job in joining:             # in the batch, as _iterate puts them
+            worker._jobs[job.search.id] = job
+        return [job.priority for job in joining]
+
+    assert sorted(round_()) == [INTERACTIVE, BULK]     # the call, and one bulk row beside it
+    del worker._jobs[bulk[0].search.id]                # that bulk sentence finished
+    clock[0] += module.BULK_JOIN_INTERVAL / 2
+    assert round_() == []                              # the call still decodes: the next bulk waits
+    clock[0] += module.BULK_JOIN_INTERVAL
+    assert round_() == [BULK]                          # the interval has passed
+    del worker._jobs[bulk[1].search.id]
+    del worker._jobs[user.search.id]                   # the call is answered: a gap between calls
+    assert round_() == [BULK]                          # joins at once, interactive work only recent
+
+
+def test_a_files_backlog_does_not_keep_an_interactive_call_from_idle_steps(translator):
+    """Bulk sentences waiting (a file's backlog) or beside an interactive call do not make its
+    steps busy (the spinning threads stay the call's); interactive sentences waiting do."""
+    from attnmt.service.server.worker import BULK, IDLE_ROWS, DecodeWorker, Job
+
+    worker = DecodeWorker(translator.engine, limits(max_bulk_rows_beside_interactive=1), Metrics(), "tiny",
+                          deliver=lambda results: None, on_death=lambda error: None)
+    user = Job(translator.search(SHORT, SearchOptions()), None, None, "user")
+    beside = Job(translator.search(SHORT, SearchOptions()), None, None, "file", BULK)
+    worker._jobs = {user.search.id: user, beside.search.id: beside}
+    worker._absorb([Job(translator.search(SHORT, SearchOptions()), None, None, "file", BULK) for _ in range(50)], [])
+    assert worker._idle(IDLE_ROWS + 1)                 # one interactive row: idle, bulk besides
+    worker._absorb([Job(translator.search(SHORT, SearchOptions()), None, None, "other")], [])
+    assert not worker._idle(2)                         # an interactive sentence waits
+    worker._waiting.clear()
+    del worker._jobs[user.search.id]
+    assert worker._idle(IDLE_ROWS) and not worker._idle(IDLE_ROWS + 1)   # bulk alone: its rows count
