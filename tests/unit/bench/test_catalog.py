@@ -112,7 +112,9 @@ def test_a_lost_placeholder_leaves_the_entry_untranslated_and_costs_the_whole_fi
     assert report["examples"][0]["msgid"] == PLACEHOLDER_MSGID and report["examples"][0]["whole_file"] == ""
     # the three entries the writer filled still agree
     assert report["filled_only"]["entries"] == 3 and report["filled_only"]["whole_file"]["bleu"] == 100
-    assert not report["targets"]["placeholders_kept"] and not report["targets"]["bleu_at_most_0.5_below"]
+    # the file as written holds no lost placeholder (the entry is left out): the loss costs BLEU
+    assert report["whole_file"]["placeholders_written"]["kept"] == report["whole_file"]["placeholders_written"]["texts"]
+    assert report["targets"]["placeholders_kept"] and not report["targets"]["bleu_at_most_0.5_below"]
 
 
 def test_an_invented_placeholder_is_counted(reference):
@@ -122,7 +124,8 @@ def test_an_invented_placeholder_is_counted(reference):
     report = scored_by(reference, inventing, right)
     assert report["whole_file"]["placeholders"] == {"texts": 1, "kept": 1, "share": 1.0, "invented": 1}
     assert report["sentences"]["placeholders"]["invented"] == 0
-    assert report["untranslated"] == 1 and not report["targets"]["placeholders_kept"]
+    assert report["untranslated"] == 1 and report["whole_file"]["placeholders_written"]["invented"] == 0
+    assert report["targets"]["placeholders_kept"]        # the file as written: the writer left the entry out
 
 
 def test_a_plural_form_left_empty_is_counted(reference):
