@@ -144,7 +144,8 @@ class Settings(BaseSettings):
     max_bulk_rows_beside_interactive: int = Field(4, ge=1, description="while interactive calls (Translate, "
                                                   "Align, HTTP) are being decoded or arrived within the last second, "
                                                   "bulk work (streams, files) joins a decode batch only up to this "
-                                                  "many rows, so an interactive sentence's steps stay small")
+                                                  "many rows, so an interactive sentence's steps stay small; "
+                                                  "beside sentences being decoded, once every 0.1 s at most")
     max_queue: int = Field(1024, ge=1, description="sentences waiting for admission; beyond it RESOURCE_EXHAUSTED")
     retry_after_seconds: float = Field(0.5, gt=0, description="retry hint (RetryInfo) sent with RESOURCE_EXHAUSTED "
                                                               "while refusals are few")
@@ -191,11 +192,13 @@ class Settings(BaseSettings):
                                      "cut into entries (about 150 MB and seconds of CPU a MiB); a larger one is "
                                      "refused 400")
     file_store_dir: Path | None = Field(None, description="directory of the translated files kept for download "
-                                        "(LibreTranslate's translatedFileUrl); unset: a temporary directory, "
-                                        "removed at shutdown")
+                                        "(LibreTranslate's translatedFileUrl); replicas that share it (a "
+                                        "ReadWriteMany volume) serve each other's files, each once; unset: a "
+                                        "temporary directory of the process's own, removed at shutdown")
     # 32 MiB: within the 64 MiB /tmp the Kubernetes base mounts (deploy/kubernetes/base), beside uploads
     file_store_max_bytes: int = Field(32 * 2**20, ge=1, description="translated files kept for download at "
-                                      "most this many bytes together; the oldest go first to make room")
+                                      "most this many bytes together (in a shared file_store_dir, every "
+                                      "replica's); the oldest go first to make room")
     file_store_expiry_seconds: float = Field(600, gt=0, description="a translated file not fetched within this "
                                              "long is deleted (one that is fetched is deleted at once)")
 

@@ -281,3 +281,21 @@ def test_the_grpc_call_streams_progress_then_the_file(files_server):
             list(stub.TranslateFile(pb.TranslateFileRequest(name="informe.pdf", data=b"%PDF-1.4"), timeout=60))
         assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT and ".srt" in refused.value.details()
     still_serving(files_server)
+
+
+def test_replicas_sharing_the_store_serve_each_other_s_files_once(tiny_model, tmp_path):
+    """Two servers on one `file_store_dir`, as replicas on a ReadWriteMany volume behind one
+    Service: the download reaches the replica that did not translate, once."""
+    shared = {"ATTNMT_DEFAULT_BEAM_SIZE": "1", "ATTNMT_FILE_STORE_DIR": str(tmp_path)}
+    with RunningServer([tiny_model], shared) as first, RunningServer([tiny_model], shared) as second, \
+            httpx.Client(base_url=first.http, timeout=120) as one, \
+            httpx.Client(base_url=second.http, timeout=120) as other:
+        answer = send(one, "notas.txt", f"{SHORT}\n{SHORT}\n".encode(), source="xx")
+        assert answer.status_code == 200, answer.text
+        path = httpx.URL(answer.json()["translatedFileUrl"]).path
+        got = other.get(path)
+        assert got.status_code == 200, got.text
+        assert 'filename="notas_en.txt"' in got.headers["content-disposition"]
+        assert got.text.count("\n") == 2 and SHORT not in got.text
+        assert other.get(path).status_code == 404 and one.get(path).status_code == 404
+    assert not list(tmp_path.iterdir())         # fetched, so deleted; a named directory outlives the servers
