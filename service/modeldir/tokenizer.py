@@ -12,6 +12,9 @@ WORD_BOUNDARY = "\u2581"  # ▁ marks a piece that starts a word
 class Tokenizer:
     def __init__(self, path: Path):
         self.sp = spm.SentencePieceProcessor(model_file=str(path))
+        # id -> piece, read once: the server turns every source and translation into pieces,
+        # and sentencepiece's per-id call costs a Python wrapper each
+        self._pieces = [self.sp.id_to_piece(i) for i in range(self.sp.get_piece_size())]
 
     def __len__(self) -> int:
         return self.sp.get_piece_size()
@@ -20,7 +23,8 @@ class Tokenizer:
         return self.sp.encode(text)
 
     def pieces(self, ids: list[int]) -> list[str]:
-        return [self.sp.id_to_piece(i) for i in ids]
+        table = self._pieces
+        return [table[i] for i in ids]
 
     def decode_pieces(self, pieces: list[str]) -> str:
         return self.sp.decode_pieces(pieces)

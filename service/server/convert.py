@@ -58,13 +58,18 @@ def alignment_kind(kind: int, default: int = NONE) -> int:
     return kind
 
 
-def quality_pb(quality: Quality) -> pb.Quality:
+def quality_pb(quality: Quality, message: pb.Quality | None = None) -> pb.Quality:
+    """The quality as a message; `message`, when given, is filled in place (a field of the answer)."""
+    message = pb.Quality() if message is None else message
+    message.SetInParent()
     f = quality.features
-    return pb.Quality(score=quality.score, mean_log_prob=f["mean_log_prob"], uncovered=f["uncovered"],
-                      wass_to_unif=f["wass_to_unif"], min_word_log_prob=f["min_word_log_prob"],
-                      mean_word_min_log_prob=f["mean_word_min_log_prob"], length_ratio=f["length_ratio"],
-                      words=[pb.WordQuality(mean_log_prob=w.mean_log_prob, min_log_prob=w.min_log_prob,
-                                            pieces=w.pieces) for w in quality.words])
+    message.score, message.mean_log_prob, message.uncovered = quality.score, f["mean_log_prob"], f["uncovered"]
+    message.wass_to_unif, message.min_word_log_prob = f["wass_to_unif"], f["min_word_log_prob"]
+    message.mean_word_min_log_prob, message.length_ratio = f["mean_word_min_log_prob"], f["length_ratio"]
+    add = message.words.add
+    for w in quality.words:
+        add(mean_log_prob=w.mean_log_prob, min_log_prob=w.min_log_prob, pieces=w.pieces)
+    return message
 
 
 def glossary_match_pb(match: GlossaryMatch) -> pb.GlossaryMatch:
@@ -96,19 +101,26 @@ def request_glossary(pairs: tuple[tuple[str, str], ...], stored: Glossary | None
     return Glossary([GlossaryEntry(s, t) for s, t in pairs] + (stored.entries if stored is not None else []), field)
 
 
-def hypothesis_pb(hyp: Hypothesis, kind: int, threshold: float | None) -> pb.Hypothesis:
-    message = pb.Hypothesis(text=hyp.text, score=hyp.score, log_prob=hyp.log_prob,
-                            target_tokens=hyp.target_tokens, token_log_probs=hyp.token_log_probs,
-                            glossary_applied=[glossary_match_pb(m) for m in hyp.glossary])
+def hypothesis_pb(hyp: Hypothesis, kind: int, threshold: float | None,
+                  message: pb.Hypothesis | None = None) -> pb.Hypothesis:
+    """The hypothesis as a message; `message`, when given, is filled in place.
+
+    Every message here is filled in place (add(), a field assigned), never built and then
+    copied in: this runs for every hypothesis the server returns, on the event loop's thread."""
+    message = pb.Hypothesis() if message is None else message
+    message.SetInParent()
+    message.text, message.score, message.log_prob = hyp.text, hyp.score, hyp.log_prob
+    message.target_tokens.extend(hyp.target_tokens)
+    message.token_log_probs.extend(hyp.token_log_probs)
+    for m in hyp.glossary:
+        message.glossary_applied.append(glossary_match_pb(m))
     if hyp.quality is not None:
-        message.quality.CopyFrom(quality_pb(hyp.quality))
+        quality_pb(hyp.quality, message.quality)
         message.suspect = hyp.quality.suspect
     if kind == NONE:
         return message
     message.target_words.extend(hyp.target_words)
     links = hyp.hard_alignment(threshold)
-    # Filled in place (add(), not a message built and then copied in): this runs for every
-    # hypothesis the server returns, on the event loop's thread.
     alignment = message.alignment
     alignment.SetInParent()                     # present even with no links and no rows
     for i, j in links:
@@ -121,13 +133,19 @@ def hypothesis_pb(hyp: Hypothesis, kind: int, threshold: float | None) -> pb.Hyp
     return message
 
 
-def translation_pb(translation: Translation, kind: int, threshold: float | None) -> pb.Translation:
-    message = pb.Translation(source_tokens=translation.source_tokens)
+def translation_pb(translation: Translation, kind: int, threshold: float | None,
+                   message: pb.Translation | None = None) -> pb.Translation:
+    """The translation as a message; `message`, when given, is filled in place (an element of
+    the answer's `translations`)."""
+    message = pb.Translation() if message is None else message
+    message.SetInParent()
+    message.source_tokens.extend(translation.source_tokens)
     if translation.hypotheses:
         message.text = translation.best.text
         if kind != NONE:
             message.source_words.extend(translation.best.source_words)
-        message.hypotheses.extend(hypothesis_pb(h, kind, threshold) for h in translation.hypotheses)
+        for h in translation.hypotheses:
+            hypothesis_pb(h, kind, threshold, message.hypotheses.add())
     return message
 
 

@@ -148,22 +148,22 @@ class Core:
         threshold = convert.alignment_threshold(request.options)
         glossary = convert.glossary(request.glossary, request.glossary_name, self.glossaries,
                                     self.settings.max_glossary_entries)
+        m = served.translator.engine.manifest
+        response = pb.TranslateResponse(model=m.name, model_version=m.version, **convert.route_fields(route))
         if request.format or request.split_sentences:     # a plain request never comes this way
-            messages = await self._documents(served, request.sentences, request.format, request.split_sentences,
-                                             options, request.options, deadline, client,
-                                             [f"sentences[{i}]" for i in range(n)], priority, glossary)
+            response.translations.extend(await self._documents(
+                served, request.sentences, request.format, request.split_sentences, options, request.options,
+                deadline, client, [f"sentences[{i}]" for i in range(n)], priority, glossary))
         else:
             searches = [self._search(served, text, options, f"sentences[{i}]")
                         for i, text in enumerate(request.sentences)]
             self._check_response_size(searches, kind)
             searches = await self._run(served, searches, deadline, client, priority)
             translator = served.translator
-            translations = [translator.result(text, s, request.options.replace_unknown, glossary) if s
-                            else translator.copy(text) for text, s in zip(request.sentences, searches)]
-            messages = [convert.translation_pb(t, kind, threshold) for t in translations]
-        m = served.translator.engine.manifest
-        response = pb.TranslateResponse(translations=messages, model=m.name, model_version=m.version,
-                                        **convert.route_fields(route))
+            for text, s in zip(request.sentences, searches):
+                translation = (translator.result(text, s, request.options.replace_unknown, glossary) if s
+                               else translator.copy(text))
+                convert.translation_pb(translation, kind, threshold, response.translations.add())
         if response.ByteSize() > self.settings.max_message_bytes:
             raise ResponseTooLarge(f"the response is {response.ByteSize()} bytes, over max_message_bytes "
                                    f"({self.settings.max_message_bytes}); ask for fewer sentences, a smaller "
@@ -191,7 +191,7 @@ class Core:
         (search,) = await self._run(served, [search], deadline, client, priority)
         translation = served.translator.result(item.sentence, search, opts.replace_unknown, glossary) \
             if search else served.translator.copy(item.sentence)
-        answer.translation.CopyFrom(convert.translation_pb(translation, kind, threshold))
+        convert.translation_pb(translation, kind, threshold, answer.translation)
         return answer
 
     async def _align(self, request: pb.AlignRequest, deadline: float | None, client: str,

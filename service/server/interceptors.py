@@ -14,7 +14,7 @@ from typing import Callable
 import grpc
 
 from attnmt.service.errors import Overloaded
-from attnmt.service.server.metrics import Metrics
+from attnmt.service.server.metrics import Children, Metrics
 from attnmt.service.server.rpc_record import RpcRecord, Sink, begin, finish
 from attnmt.service.server.status import abort
 
@@ -62,17 +62,20 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
         self.m = metrics
         self.services = services          # label values for the service of an unknown method
         self.in_flight: collections.Counter[str] = collections.Counter()   # service -> RPCs in a handler now
+        self.started, self.handled, self.handling = (Children(metrics.started), Children(metrics.handled),
+                                                     Children(metrics.handling))
+        self.received, self.sent = Children(metrics.msg_received), Children(metrics.msg_sent)
 
     def _unimplemented(self, method: str) -> grpc.RpcMethodHandler:
         """Answer (and count) a method nobody serves; gRPC alone would answer it uncounted.
         Method names come from clients, so they are not label values: 'unknown'."""
         service = method.split("/")[1] if method.count("/") == 2 else ""
         labels = (service if service in self.services else "unknown", "unknown", "unknown")
-        m = self.m
+        started, handled = self.started, self.handled
 
         async def unimplemented(requests, context):
-            m.started.labels(*labels).inc()
-            m.handled.labels(*labels, grpc.StatusCode.UNIMPLEMENTED.name).inc()
+            started(*labels).inc()
+            handled(*labels, grpc.StatusCode.UNIMPLEMENTED.name).inc()
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"method {method[:200]!r} is not served here")
             yield  # pragma: no cover - abort raises; this makes the function a stream handler
 
@@ -89,25 +92,26 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                 "client_stream" if handler.request_streaming else
                 "server_stream" if handler.response_streaming else "unary")
         labels = (service, method, kind)
-        m, in_flight = self.m, self.in_flight
+        in_flight, handled, received = self.in_flight, self.handled, self.received
+        started, handling, sent = self.started, self.handling, self.sent
 
         def finish(context, start: float, error: BaseException | None) -> None:
             in_flight[service] -= 1
-            m.handled.labels(*labels, status_name(context, error)).inc()
-            m.handling.labels(*labels).observe(time.perf_counter() - start)
+            handled(*labels, status_name(context, error)).inc()
+            handling(*labels).observe(time.perf_counter() - start)
 
         async def counted(requests):
             async for request in requests:
-                m.msg_received.labels(*labels).inc()
+                received(*labels).inc()
                 yield request
 
         def begin(request):
             """Count the start (and a unary request); wrap a request stream to count its messages."""
-            m.started.labels(*labels).inc()
+            started(*labels).inc()
             in_flight[service] += 1
             if handler.request_streaming:
                 return time.perf_counter(), counted(request)
-            m.msg_received.labels(*labels).inc()
+            received(*labels).inc()
             return time.perf_counter(), request
 
         def one_response(behaviour):
@@ -119,7 +123,7 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                     finish(context, start, e)
                     raise
                 finish(context, start, None)
-                m.msg_sent.labels(*labels).inc()
+                sent(*labels).inc()
                 return response
             return unary_response
 
@@ -141,7 +145,7 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
                 start, request = begin(request)
                 try:
                     async for response in behaviour(request, context):
-                        m.msg_sent.labels(*labels).inc()
+                        sent(*labels).inc()
                         yield response
                 except BaseException as e:
                     finish(context, start, e)

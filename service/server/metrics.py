@@ -25,6 +25,22 @@ PROTOCOLS = ("grpc", "http")
 CALL_PROTOCOL: ContextVar[str] = ContextVar("attnmt_call_protocol", default="grpc")
 
 
+class Children:
+    """A labelled metric's children, each looked up in prometheus_client once (its `labels`
+    validates the values and takes a lock every time; the server counts several per call).
+    A child is still made on first use, as `labels` would: no series appears earlier."""
+
+    def __init__(self, metric):
+        self.metric = metric
+        self._children: dict[tuple[str, ...], object] = {}
+
+    def __call__(self, *values: str):
+        child = self._children.get(values)
+        if child is None:
+            child = self._children[values] = self.metric.labels(*values)
+        return child
+
+
 class Metrics:
     """One registry per server, so tests can run several servers in one process."""
 

@@ -16,7 +16,7 @@ from attnmt.service.errors import DecodeFailed, Unavailable
 from attnmt.service.inference.search import Search
 from attnmt.service.server import rpc_record
 from attnmt.service.server.admission import INTERACTIVE
-from attnmt.service.server.metrics import CALL_PROTOCOL, Metrics
+from attnmt.service.server.metrics import CALL_PROTOCOL, Children, Metrics
 from attnmt.service.server.overload import RetryHint, queue_full
 from attnmt.service.server.worker import DecodeWorker, Job, Result, SchedulerLimits
 from attnmt.service.text.translator import Translator
@@ -39,6 +39,8 @@ class Scheduler:
         self.limits = limits
         self.metrics = metrics
         self.model = translator.name
+        self._sentences = Children(metrics.sentences)             # counted per sentence: children kept
+        self._source_tokens, self._target_tokens = Children(metrics.source_tokens), Children(metrics.target_tokens)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._on_death = on_death
         self.dead: BaseException | None = None
@@ -113,9 +115,9 @@ class Scheduler:
             if error is None:                    # decoded, even for a caller who has just left
                 search = job.search
                 hyp = search.best()[0]
-                self.metrics.sentences.labels(self.model, job.protocol).inc()
-                self.metrics.source_tokens.labels(self.model).inc(search.src_len)
-                self.metrics.target_tokens.labels(self.model).inc(len(hyp.tokens))
+                self._sentences(self.model, job.protocol).inc()
+                self._source_tokens(self.model).inc(search.src_len)
+                self._target_tokens(self.model).inc(len(hyp.tokens))
             if job.future.done():
                 continue
             if error is not None:

@@ -63,29 +63,30 @@ class Quality:
 
 
 def features(token_log_probs: list[float], alignment: np.ndarray, source_tokens: list[str],
-             target_tokens: list[str], coverage_threshold: float = DEFAULT_COVERAGE_THRESHOLD
+             target_tokens: list[str], coverage_threshold: float = DEFAULT_COVERAGE_THRESHOLD,
+             groups: tuple[list[list[int]], list[list[int]]] | None = None
              ) -> tuple[dict[str, float], tuple[WordQuality, ...]]:
-    """The sentence features and the per-word confidences of one hypothesis."""
+    """The sentence features and the per-word confidences of one hypothesis. groups: the
+    source's and the target's `word_groups`, when the caller has them already."""
     log_p = np.asarray(token_log_probs, dtype=np.float64)                              # T
     if log_p.size == 0:
         empty = {name: 0.0 for name in FEATURES}
         return {**empty, "mean_log_prob": -10.0, "min_word_log_prob": -10.0, "mean_word_min_log_prob": -10.0}, ()
     alpha = np.asarray(alignment, dtype=np.float64)                                    # T x S pieces
+    src_groups, groups = groups or (word_groups(source_tokens), word_groups(target_tokens))
 
     # Per word (Bergamot): pieces grouped as the alignment groups them (each group a contiguous
     # run of pieces); </s> is a word of its own.
-    groups = word_groups(target_tokens)
-    starts = np.array([g[0] for g in groups])                                          # W
-    pieces = np.diff(np.r_[starts, log_p.size])                                        # W
+    bounds = np.array([g[0] for g in groups] + [log_p.size])                           # W + 1
+    starts, pieces = bounds[:-1], np.diff(bounds)                                      # W, W
     word_mean = np.add.reduceat(log_p, starts) / pieces                                # W
     word_min = np.minimum.reduceat(log_p, starts)                                      # W
-    words = tuple(WordQuality(float(m), float(n), int(c)) for m, n, c in zip(word_mean, word_min, pieces))
+    words = tuple(WordQuality(m, n, c) for m, n, c in zip(word_mean.tolist(), word_min.tolist(), pieces.tolist()))
     real = np.array([target_tokens[g[0]] != EOS_TOKEN for g in groups])
     if not real.any():
         real[:] = True
 
     # Attention mass per source token, Σ over target tokens; per word, Σ over its pieces.
-    src_groups = word_groups(source_tokens)
     if alpha.size:
         mass = alpha.sum(axis=0)                                                       # S
         word_mass = np.add.reduceat(mass, [g[0] for g in src_groups])                  # S_words
@@ -144,7 +145,9 @@ class QualityModel:
         return float(1.0 / (1.0 + np.exp(-(x @ self.weights + self.bias))))
 
     def assess(self, token_log_probs: list[float], alignment: np.ndarray, source_tokens: list[str],
-               target_tokens: list[str]) -> Quality:
-        values, words = features(token_log_probs, alignment, source_tokens, target_tokens, self.coverage_threshold)
+               target_tokens: list[str], groups: tuple[list[list[int]], list[list[int]]] | None = None) -> Quality:
+        """groups: as `features` takes them."""
+        values, words = features(token_log_probs, alignment, source_tokens, target_tokens, self.coverage_threshold,
+                                 groups)
         score = self.score(values)
         return Quality(score, score < self.suspect_below, values, words)

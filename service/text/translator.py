@@ -45,13 +45,20 @@ class Hypothesis:
     def quality(self) -> Quality | None:
         if self.computed_quality is None and self.quality_model is not None:
             self.computed_quality = self.quality_model.assess(self.token_log_probs, self.alignment,
-                                                              self.source_tokens, self.target_tokens)
+                                                              self.source_tokens, self.target_tokens,
+                                                              groups=self._groups)
         return self.computed_quality
 
     @cached_property
+    def _groups(self) -> tuple[list[list[int]], list[list[int]]]:
+        """The pieces of each source and each target word (`word_groups`), for the words and quality."""
+        return word_groups(self.source_tokens), word_groups(self.target_tokens)
+
+    @cached_property
     def _words(self) -> tuple[list[str], list[str], np.ndarray]:
-        src_groups, tgt_groups = word_groups(self.source_tokens), word_groups(self.target_tokens)
-        join = lambda tokens, g: "".join(tokens[i] for i in g).replace("\u2581", "") or "\u2581"  # noqa: E731
+        src_groups, tgt_groups = self._groups
+        # a word's pieces are a run (word_groups), so a slice of the pieces
+        join = lambda tokens, g: "".join(tokens[g[0]:g[-1] + 1]).replace("\u2581", "") or "\u2581"  # noqa: E731
         return ([join(self.source_tokens, g) for g in src_groups], [join(self.target_tokens, g) for g in tgt_groups],
                 aggregate_to_words(self.alignment, src_groups, tgt_groups))
 

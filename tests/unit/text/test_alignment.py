@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnmt.service.modeldir.links import format_pharaoh, target_argmax, threshold_links
-from attnmt.service.text.alignment import aggregate_to_words, hard_pairs, word_groups
+from attnmt.service.text.alignment import aggregate_to_words, hard_pairs, shift_att, shifted_rows, word_groups
 
 piece = st.sampled_from(["▁la", "▁luz", "s", "▁", ",", "▁Dios", "ción", "▁«", "»", "ó"])
 pieces = st.lists(piece, min_size=1, max_size=12).map(lambda p: p + ["</s>"])
@@ -53,3 +53,32 @@ def test_hard_links_are_the_rules_of_the_model_directory_without_eos():
     source, target = [f"s{k}" for k in range(5)] + ["</s>"], [f"t{k}" for k in range(4)] + ["</s>"]
     assert hard_pairs(alpha, source, target) == sorted(target_argmax(alpha[:-1, :-1]))
     assert hard_pairs(alpha, source, target, 0.2) == sorted(threshold_links(alpha[:-1, :-1], 0.2))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 7), st.integers(1, 4), st.integers(-9, 9))
+def test_shifted_rows_move_each_row_by_steps_clipped_at_the_ends(T, S, steps):
+    alpha = np.arange(T * S, dtype=np.float32).reshape(T, S)
+    want = alpha[np.clip(np.arange(T) + steps, 0, T - 1)] if T else alpha     # the definition, indexed
+    got = shifted_rows(alpha, steps)
+    assert got.dtype == alpha.dtype and got.shape == alpha.shape and np.array_equal(got, want)
+    if T:
+        assert np.array_equal(shift_att(alpha), alpha[np.minimum(np.arange(T) + 1, T - 1)])
+
+
+@settings(max_examples=200, deadline=None)
+@given(alignment_case(), st.sampled_from([None, 0.2]), st.data())
+def test_hard_links_skip_an_eos_anywhere(case, threshold, data):
+    """`</s>` inside the pieces (a source or a target cut anywhere) is left out as at the end."""
+    src, tgt, alpha = case
+    src = src[:data.draw(st.integers(1, len(src)))] + src[data.draw(st.integers(1, len(src))):]
+    tgt = tgt[:data.draw(st.integers(1, len(tgt)))] + tgt[data.draw(st.integers(1, len(tgt))):]
+    alpha = np.resize(alpha, (len(tgt), len(src)))
+    src_keep = [j for j, t in enumerate(src) if t != "</s>"]
+    tgt_keep = [i for i, t in enumerate(tgt) if t != "</s>"]
+    if not src_keep or not tgt_keep:
+        assert hard_pairs(alpha, src, tgt, threshold) == []
+        return
+    links = (threshold_links(alpha[np.ix_(tgt_keep, src_keep)], threshold) if threshold is not None
+             else target_argmax(alpha[np.ix_(tgt_keep, src_keep)]))
+    assert hard_pairs(alpha, src, tgt, threshold) == sorted((src_keep[i], tgt_keep[j]) for i, j in links)

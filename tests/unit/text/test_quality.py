@@ -60,6 +60,17 @@ def test_word_confidence_follows_bergamot():
     assert values["min_word_log_prob"] == pytest.approx(-1.1)              # the least confident word, </s> aside
 
 
+def test_word_groups_given_by_the_caller_change_nothing():
+    from attnmt.service.text.alignment import word_groups
+    rng = np.random.default_rng(0)
+    log_probs = rng.uniform(-3, 0, len(TARGET)).tolist()
+    alpha = rng.dirichlet(np.ones(len(SOURCE)), size=len(TARGET)).astype(np.float32)
+    groups = (word_groups(SOURCE), word_groups(TARGET))
+    assert features(log_probs, alpha, SOURCE, TARGET, groups=groups) == features(log_probs, alpha, SOURCE, TARGET)
+    assert QualityModel().assess(log_probs, alpha, SOURCE, TARGET, groups) == \
+        QualityModel().assess(log_probs, alpha, SOURCE, TARGET)
+
+
 def test_default_score_is_the_geometric_mean_probability_and_fitted_weights_are_used():
     hyp = ([-0.5] * len(TARGET), np.full((len(TARGET), len(SOURCE)), 1 / len(SOURCE)), SOURCE, TARGET)
     default = QualityModel().assess(*hyp)
