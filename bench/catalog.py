@@ -166,7 +166,8 @@ def compare(reference: polib.POFile, written: bytes, texts: list[str], file_raw:
     # the file as written: every filled form against its msgid (the writer leaves out what lost
     # or invented a placeholder, so the texts' raw translations may count more than a user gets)
     forms = [(e.msgid, e.msgstr) for e in live if e.msgstr.strip()] + [
-        (e.msgid if n == 0 else e.msgid_plural, v) for e in plural for n, v in sorted(e.msgstr_plural.items()) if v.strip()]
+        (e.msgid if n == 0 else e.msgid_plural, v)
+        for e in plural for n, v in sorted(e.msgstr_plural.items()) if v.strip()]
     report = {
         "entries": len(live), "filled": sum(bool(singular(e).strip()) for e in live),
         "plural": len(plural),
