@@ -192,6 +192,20 @@ train-en-es: $(VENV)/.dev
 	test -f data/en-es-general/train.links || $(BIN)/attnmt data links data/en-es-general --src en --tgt es
 	$(BIN)/attnmt train --config model/configs/transformer-en-es.yaml --run $(EN_ES_RUN)
 
+# A software-weighted continuation (model/configs/transformer-en-es-software.yaml): the same mix with the
+# software messages weighed x3, from the bundled transformer-en-es, on the CPU; resumable. Export it with
+# `make export-en-es EN_ES_RUN=runs/transformer-en-es-software`.
+.PHONY: data-en-es-software train-en-es-software
+data-en-es-software: $(VENV)/.dev
+	$(BIN)/attnmt data mix data/en-es-software $(DATA):3 $(SOFTWARE):3 $(SOFTWARE)-copies:1 data/prose:1 \
+		data/cldr:3 data/dictionary:4 data/dialogue:2 data/school:3 data/tatoeba:2 data/news:3 data/names:1 \
+		tests/data/everyday:0 --exclude $(EXCLUDE) --dev-max 500
+	@$(BIN)/python -c "import eflomal" 2>/dev/null || $(PIP) -e '.[align]'
+	$(BIN)/attnmt data links data/en-es-software --src en --tgt es
+train-en-es-software: $(VENV)/.dev
+	test -f data/en-es-software/train.links || $(MAKE) data-en-es-software
+	$(BIN)/attnmt train --config model/configs/transformer-en-es-software.yaml --run runs/transformer-en-es-software
+
 # Its last three validations averaged and exported as transformer-en-es (source_language en, target_language
 # es), with quality-estimation weights. α is read as the Spanish→English model's is (the last layer's head 1,
 # Shift-Att, chosen there on the gold set): the gold set is Spanish→English, so this direction has no
