@@ -217,7 +217,7 @@ export-en-es: $(VENV)/.dev
 		--name transformer-en-es --alignment-layer -1 --alignment-head 1 --alignment-shift-att
 	$(BIN)/attnmt fit-quality --model $(EN_ES_RUN)/model --data $(QUALITY_DATA)
 
-# Issue 25 §4: RNNsearch once per score function at an equal budget (one config, resumable: run it
+# RNNsearch once per score function at an equal budget (one config, resumable: run it
 # again), each exported beside its run (not committed) for the AER and speed comparisons.
 SCORE_FUNCTIONS ?= bahdanau general dot scaled_dot
 # the config's own seed (2026) runs in runs/score-NAME, each further seed in runs/score-seedN-NAME; a run

@@ -1,4 +1,4 @@
-"""`attnmt bench gpu`: the serving engine on an NVIDIA GPU (issue 22).
+"""`attnmt bench gpu`: the serving engine on an NVIDIA GPU (docs/gpu.md).
 
 For each model, in one run on one machine:
 - placement: which provider ran each node of the encoder, step and slot graphs (ONNX Runtime's

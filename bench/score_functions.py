@@ -1,4 +1,4 @@
-"""`attnmt bench score-functions`: RNNsearch's score functions a(s_{i−1}, h_j) side by side (issue 25 §4).
+"""`attnmt bench score-functions`: RNNsearch's score functions a(s_{i−1}, h_j) side by side.
 
 The models were trained at an equal budget and differ only in the score: additive (Bahdanau), general,
 dot, scaled dot (dot/√d). Each is run by the serving engine, and the table gives:

@@ -125,7 +125,7 @@ class TrainConfig:
         architecture = raw.get("architecture", "rnnsearch")
         if architecture not in ARCHITECTURES:
             raise ValueError(f"architecture must be one of {', '.join(ARCHITECTURES)}, not {architecture!r}")
-        if score_function is not None:           # one config, one run per score function (issue 25 §4)
+        if score_function is not None:           # one config, one run per score function
             if architecture != "rnnsearch":
                 raise ValueError(f"score_function is RNNsearch's alignment score; a {architecture} has none")
             raw["model"] = {**(raw.get("model") or {}), "attention": score_function}

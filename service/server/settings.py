@@ -27,7 +27,7 @@ from attnmt.service.inference.sessions import precision_problem
 GPU_BATCH_ROWS, GPU_BATCH_TOKENS = GPU_ROWS, 4 * 8192
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-# The two bundled architectures. The default, first, is the one issue 28's rule chooses
+# The two bundled architectures. The default, first, is the one the bundled-model rule chooses
 # (tests/integration/test_bundled_model.py): since 2026-11-26 the Transformer, better on the Bible,
 # software and everyday test sets and in its links (docs/benchmarks.md); the RNNsearch is served
 # beside it by name.
