@@ -94,7 +94,11 @@ async def read_fields(request: Request, front, file: bool = False) -> Fields:
         return Fields(values, True)
     values = dict(request.query_params)          # as Flask's request.values: the query string, then the form
     if raw:
-        for key, value in (await body.form(request, raw)).multi_items():
+        try:
+            parsed = await body.form(request, raw)
+        except CallEnded as e:
+            raise invalid("Invalid request: " + e.message) from None
+        for key, value in parsed.multi_items():
             values.setdefault(key, value)
     return Fields(values, False)
 

@@ -89,9 +89,11 @@ class Core:
         return self.models[route.model], route
 
     async def translate(self, request: pb.TranslateRequest, *, deadline: float | None, client: str,
-                        priority: int = INTERACTIVE) -> pb.TranslateResponse:
+                        priority: int = INTERACTIVE, fields: list[str] | None = None) -> pb.TranslateResponse:
+        """`fields`: what an error calls each sentence (default `sentences[i]`): a file's jobs
+        name the file's own texts, not their place in the job."""
         try:
-            return await self._translate(request, self.capped(deadline), client, priority)
+            return await self._translate(request, self.capped(deadline), client, priority, fields)
         except AttnmtError as e:
             self.rejected(e, len(request.sentences))
             raise
@@ -133,7 +135,7 @@ class Core:
     # --- the requests ----------------------------------------------------
 
     async def _translate(self, request: pb.TranslateRequest, deadline: float | None, client: str,
-                         priority: int) -> pb.TranslateResponse:
+                         priority: int, fields: list[str] | None = None) -> pb.TranslateResponse:
         served, route = self.resolve(request.model, len(request.sentences), request.source_language,
                                      request.target_language, request.sentences)
         n = len(request.sentences)
@@ -143,6 +145,7 @@ class Core:
             raise InvalidInput(f"sentences has {n} entries, over the limit of "
                                f"{self.settings.max_sentences_per_request} (max_sentences_per_request); "
                                "split the request or use TranslateStream")
+        fields = fields or [f"sentences[{i}]" for i in range(n)]
         options = convert.search_options(request.options, self.settings)
         kind = convert.alignment_kind(request.options.alignment)
         threshold = convert.alignment_threshold(request.options)
@@ -153,9 +156,9 @@ class Core:
         if request.format or request.split_sentences:     # a plain request never comes this way
             response.translations.extend(await self._documents(
                 served, request.sentences, request.format, request.split_sentences, options, request.options,
-                deadline, client, [f"sentences[{i}]" for i in range(n)], priority, glossary))
+                deadline, client, fields, priority, glossary))
         else:
-            searches = [self._search(served, text, options, f"sentences[{i}]")
+            searches = [self._search(served, text, options, fields[i])
                         for i, text in enumerate(request.sentences)]
             self._check_response_size(searches, kind)
             searches = await self._run(served, searches, deadline, client, priority)

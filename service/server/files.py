@@ -74,7 +74,7 @@ async def translate_file(core, name: str, data: bytes, *, model: str = "", sourc
 
         def count() -> list[int]:       # each entry's sentences, as the core will split it (its limits too)
             return [len(documents.read(text, document.html, True, language, translator.protector is None,
-                                       s.max_document_chars, s.max_document_sentences, f"the file's text {i}").spans)
+                                       s.max_document_chars, s.max_document_sentences, text_field(i)).spans)
                     for i, text in enumerate(document.texts)]
         counts = await asyncio.to_thread(count)
     except AttnmtError as e:
@@ -88,7 +88,7 @@ async def translate_file(core, name: str, data: bytes, *, model: str = "", sourc
         request = pb.TranslateRequest(sentences=document.texts[job.start:job.stop], model=route.model,
                                       split_sentences=True, format=text_format,
                                       options=pb.DecodingOptions(alignment=pb.ALIGNMENT_NONE))
-        reply = await _admitted(core, request, deadline, client)
+        reply = await _admitted(core, request, deadline, client, [text_field(i) for i in job])
         translations += [t.text for t in reply.translations]
         if progress is not None:
             progress(len(translations), len(document.texts))
@@ -98,11 +98,17 @@ async def translate_file(core, name: str, data: bytes, *, model: str = "", sourc
                           route.source, route.target, len(document.texts), document.untranslated)
 
 
-async def _admitted(core, request: pb.TranslateRequest, deadline: float | None, client: str) -> pb.TranslateResponse:
+def text_field(i: int) -> str:
+    """What an error calls the file's text `i` (an entry, a cue, a paragraph: the reader's unit)."""
+    return f"the file's text {i + 1}"
+
+
+async def _admitted(core, request: pb.TranslateRequest, deadline: float | None, client: str,
+                    fields: list[str]) -> pb.TranslateResponse:
     """One job, retried after the retry delay while the queue is full."""
     while True:
         try:
-            return await core.translate(request, deadline=deadline, client=client, priority=BULK)
+            return await core.translate(request, deadline=deadline, client=client, priority=BULK, fields=fields)
         except Overloaded as e:
             wait = e.retry_after
             if deadline is not None and time.monotonic() + wait >= deadline:

@@ -215,6 +215,18 @@ def test_hostile_files_are_refused_and_the_server_goes_on(files_server, name, da
     still_serving(files_server)
 
 
+def test_a_sentence_too_long_is_named_by_its_place_in_the_file(files_server):
+    # the 71st entry falls in the file's second job (64 entries a job): the error names it by the
+    # file's count, not by its place in the job
+    entries = "".join(f'msgid "Hola {i}."\nmsgstr ""\n\n' for i in range(70))
+    data = (CATALOG.split("#.")[0] + entries + 'msgid "' + "palabra " * 300 + '"\nmsgstr ""\n').encode()
+    r = send(files_server, "largo.po", data)
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert error.startswith("Invalid request: the file's text 71, sentence 0 has ") and "over the limit" in error, error
+    still_serving(files_server)
+
+
 def test_missing_fields_and_bodies_over_the_limit(files_server):
     assert send(files_server, "a.txt", b"Hola.", target="").json() == {
         "error": "Invalid request: missing target parameter"}
@@ -224,6 +236,10 @@ def test_missing_fields_and_bodies_over_the_limit(files_server):
     huge = send(files_server, "a.txt", b"x" * (MAX_FILE + 128 * 1024))
     assert huge.status_code == 413 and set(huge.json()) == {"error"}
     assert files_server.get("/download_file/no-such-token").status_code == 404
+    # a name too long for the multipart parser: LibreTranslate's words, a 400, the server goes on
+    long_name = send(files_server, "a" * 5000 + ".txt", b"Hola.")
+    assert long_name.status_code == 400 and long_name.json()["error"].startswith("Invalid request: the form "), \
+        long_name.text
     still_serving(files_server)
 
 
