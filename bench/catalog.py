@@ -23,21 +23,21 @@ a reviewer accepting them all would ship), and is the figure the target reads.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Callable
 
 import polib
 import sacrebleu
 
+from attnmt.bench import evaluate
 from attnmt.bench.loadtest import describe, machine
+from attnmt.bench.reports import show
 from attnmt.service.inference.search import SearchOptions
 
 CHUNK = 64                  # texts a call, as `attnmt translate --file` sends them
@@ -101,15 +101,9 @@ def scored(reference: polib.POFile) -> tuple[list[polib.POEntry], dict]:
 
 
 def placeholders_kept(sources: list[str], hyps: list[str], pattern: re.Pattern) -> dict:
-    """Of the texts with placeholders, how many translations hold exactly the source's, as
-    multisets (bench/evaluate.py's count, with the served model's pattern); and how many
-    translations of texts without any hold one (`ARG1 % ARG2` written `%ARG2`: the writer
-    refuses those too)."""
-    having = [(s, h) for s, h in zip(sources, hyps) if pattern.findall(s)]
-    kept = sum(Counter(pattern.findall(s)) == Counter(pattern.findall(h)) for s, h in having)
-    invented = sum(bool(pattern.findall(h)) for s, h in zip(sources, hyps) if not pattern.findall(s))
-    return {"texts": len(having), "kept": kept, "share": round(kept / len(having), 4) if having else None,
-            "invented": invented}
+    """bench/evaluate.py's count, per text, with the served model's pattern (the writer refuses
+    a translation that invents a placeholder too)."""
+    return evaluate.placeholders_kept(sources, hyps, pattern.findall, "texts")
 
 
 def translate_file(name: str, data: bytes, translate_texts: Callable[[list[str], bool], list[str]], target: str,
@@ -304,7 +298,5 @@ def cmd_bench_catalog(args: argparse.Namespace) -> int:
     except (OSError, ValueError, AttnmtError) as e:       # no such catalog, a model of another direction
         print(f"attnmt bench catalog: {e}", file=sys.stderr)
         return 2
-    print(format_catalog(report))
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    show(report, format_catalog(report), args.json)
     return 0

@@ -13,6 +13,8 @@ import json
 import sys
 from pathlib import Path
 
+from attnmt.bench.reports import show
+
 
 def _files(args: argparse.Namespace) -> int:
     from attnmt.bench.files import cmd_bench_files
@@ -588,9 +590,7 @@ def cmd_bench_quality(args: argparse.Namespace) -> int:
 
 
 def _bench_report(report: dict, table: str, out: Path | None) -> int:
-    print(table)
-    if out:
-        out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    show(report, table, out)
     return 0
 
 

@@ -13,6 +13,7 @@ import subprocess
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Callable
 
 import sacrebleu
 
@@ -70,12 +71,16 @@ def paired_bootstrap(hyps: list[str], baseline: list[str], refs: list[str], samp
     return out
 
 
-def placeholders_kept(sources: list[str], hyps: list[str]) -> dict:
-    """Of the sentences with placeholders (printf, brace, shell, inline tags), how many
-    translations hold exactly the source's, as multisets."""
-    having = [(s, h) for s, h in zip(sources, hyps) if find_placeholders(s)]
-    kept = sum(Counter(find_placeholders(s)) == Counter(find_placeholders(h)) for s, h in having)
-    return {"sentences": len(having), "kept": kept, "share": round(kept / len(having), 4) if having else None}
+def placeholders_kept(sources: list[str], hyps: list[str], find: Callable[[str], list[str]] = find_placeholders,
+                      unit: str = "sentences") -> dict:
+    """Of the sentences (`unit`) with placeholders (printf, brace, shell, inline tags; what
+    `find` finds), how many translations hold exactly the source's, as multisets; and how
+    many translations of sentences without any hold one (`ARG1 % ARG2` written `%ARG2`)."""
+    having = [(s, h) for s, h in zip(sources, hyps) if find(s)]
+    kept = sum(Counter(find(s)) == Counter(find(h)) for s, h in having)
+    invented = sum(bool(find(h)) for s, h in zip(sources, hyps) if not find(s))
+    return {unit: len(having), "kept": kept, "share": round(kept / len(having), 4) if having else None,
+            "invented": invented}
 
 
 def shortlist_change(model_dir: Path, data_dir: Path, split: str = "dev") -> dict:

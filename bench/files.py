@@ -9,7 +9,6 @@ max_bulk_rows_beside_interactive=64, no cap, against the default)."""
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import statistics
 import subprocess
@@ -23,6 +22,7 @@ import polib
 
 from attnmt.bench.loadtest import ServerProcess, machine
 from attnmt.bench.offline import source_sentences
+from attnmt.bench.reports import show
 
 IDLE_CALLS = 50        # the idle server's calls (after 10 to warm up)
 BUSY_CALLS = 400       # at most, while the file translates
@@ -105,7 +105,5 @@ def cmd_bench_files(args: argparse.Namespace) -> int:
     source = load_manifest(args.model, verify=False).source_language
     text, entries = catalog(source_sentences(args.model, args.catalog_data), args.entries, source)
     report = bench_files(args.model, text, entries, source_sentences(args.model, args.data, args.sentences), settings)
-    print(format_files(report))
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    show(report, format_files(report), args.json)
     return 0 if report["file_status"] == 200 else 1

@@ -23,7 +23,6 @@ torch is imported only by `bench engine`.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import platform
 import resource
@@ -36,6 +35,7 @@ import time
 from pathlib import Path
 
 from attnmt.bench.loadtest import TimedEngine, describe, format_targets, machine, spread, target
+from attnmt.bench.reports import show
 from attnmt.corpus.splits import read_split
 from attnmt.service.inference.engine import Engine, EngineOptions
 from attnmt.service.inference.offline import decode_all
@@ -124,9 +124,7 @@ def format_table(report: dict) -> str:
 
 def main(model_dir: Path, data_dir: Path, sentences: int, repeats: int, threads: int, out: Path | None) -> int:
     report = bench_engine(model_dir, data_dir, sentences, repeats, threads=threads)
-    print(format_table(report))
-    if out:
-        out.write_text(json.dumps(report, indent=2) + "\n")
+    show(report, format_table(report), out)
     return 0
 
 

@@ -13,7 +13,6 @@ CPU ratio is a floor under `bench serving`'s CPU ratio (docs/benchmarks.md).
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import time
 from pathlib import Path
@@ -21,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from attnmt.bench.loadtest import TimedEngine, cpu_seconds_self, describe, machine, spread
+from attnmt.bench.reports import show
 from attnmt.corpus.splits import read_split
 from attnmt.service.inference.batch import DecodeBatch
 from attnmt.service.inference.engine import Engine, EngineOptions
@@ -98,8 +98,6 @@ def cmd_bench_order(args: argparse.Namespace) -> int:
     texts = spread([s for s, _ in read_split(args.data, "test", m.source_language, m.target_language)], args.sentences)
     report = run(args.model, texts, args.repeats, args.joiners or defaults["min_joiners"].default,
                  args.rows or defaults["max_batch_rows"].default)
-    print(format_report(report))
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    show(report, format_report(report), args.json)
     return 0
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import random
 import time
 from pathlib import Path
@@ -36,6 +35,7 @@ import grpc
 import numpy as np
 
 from attnmt.bench.loadtest import ServerProcess, cpu_seconds_self, describe, format_targets, machine, target
+from attnmt.bench.reports import show
 from attnmt.service.client import retry_delay
 from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.stubs import translator_pb2_grpc as pb_grpc
@@ -178,7 +178,5 @@ def cmd_bench_overload(args: argparse.Namespace) -> int:
     report = bench_overload(args.model, source_sentences(args.model, args.data, args.sentences), args.duration,
                             args.max_queue, args.channels, runs(args.callers, args.baseline_callers), settings,
                             args.one_channel)
-    print(format_overload(report))
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    show(report, format_overload(report), args.json)
     return 0

@@ -30,6 +30,7 @@ import sacrebleu
 
 from attnmt.bench.evaluate import apertium
 from attnmt.bench.loadtest import describe, machine, spread
+from attnmt.bench.reports import show
 from attnmt.corpus.splits import read_parallel
 from attnmt.service.inference.engine import Engine
 from attnmt.service.inference.search import SearchOptions
@@ -269,8 +270,5 @@ def cmd_evaluate_public(args) -> int:
     except (FileNotFoundError, ValueError, OSError) as e:
         print(f"attnmt evaluate-public: {e}", file=sys.stderr)
         return 2
-    print(format_public(report))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    show(report, format_public(report), args.json)
     return 0 if report["testsets"] else 1

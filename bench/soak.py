@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import random
 import time
 from collections import Counter
@@ -28,6 +27,7 @@ import grpc
 
 from attnmt.bench.loadtest import ServerProcess, closed_loop, describe, format_targets, machine, target
 from attnmt.bench.overload import closed_loop_overload
+from attnmt.bench.reports import show
 from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.stubs import translator_pb2_grpc as pb_grpc
 
@@ -169,8 +169,6 @@ def cmd_bench_soak(args: argparse.Namespace) -> int:
     from attnmt.bench.offline import source_sentences
     report = bench_soak(args.model, source_sentences(args.model, args.data, args.sentences), args.duration,
                         args.capacity_seconds, args.sample_every)
-    print(format_soak(report))
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    show(report, format_soak(report), args.json)
     met = all(t["met"] for t in report["targets"])
     return 0 if met else 1

@@ -13,7 +13,9 @@ split over two cues is the two cues' translations joined, against its whole refe
 scale, the sentences translated whole (what splitting them over cues costs either way).
 
 The target: every timing line as sent, one cue out per cue in, and the file's chrF at most 1
-below the cues' alone.
+below the cues' alone. The report also says how the reader joined cues into sentences (entries
+of several cues, how many of them are exactly a split sentence, how many the writer had to cut
+by proportion rather than at the marker the alignment placed: service/text/files/cues.py).
 """
 
 from __future__ import annotations
@@ -89,6 +91,20 @@ def srt(sentences: list[Sentence], seed: int = 0) -> str:
     return "\n\n".join(blocks) + "\n"
 
 
+def joined(sentences: list[Sentence], document) -> dict:
+    """How the reader joined the sent file's cues (`document`: the file read): entries of several
+    cues, the cues in them, the split sentences whose two cues are exactly one entry, and the
+    joined entries the writer cut by proportion (`proportional`, after its `write`)."""
+    spans = {(e.cues.start, e.cues.stop) for e in document.entries if len(e.cues) > 1}
+    split, at = [], 0
+    for sentence in sentences:
+        if len(sentence.cues) == 2:
+            split.append((at, at + 2))
+        at += len(sentence.cues)
+    return {"entries": len(spans), "cues": sum(b - a for a, b in spans),
+            "split_sentences_joined": len(spans & set(split)), "cut_by_proportion": document.proportional}
+
+
 def compare(sentences: list[Sentence], sent: bytes, written: bytes, alone: list[str], whole: list[str],
             examples: int = 8) -> dict:
     """The written file against the cues translated alone (`alone`, one per cue in order) and the
@@ -96,7 +112,7 @@ def compare(sentences: list[Sentence], sent: bytes, written: bytes, alone: list[
     limits = Settings().file_limits(max(len(sent), len(written)))
     before, after = files.read("in.srt", sent, limits), files.read("out.srt", written, limits)
     timings = sum(a.head == b.head for a, b in zip(before.cues, after.cues))
-    file_cues, units, at = after.texts, [], 0
+    file_cues, units, at = after.cue_texts, [], 0
     for sentence in sentences:
         n = len(sentence.cues)
         units.append((" ".join(file_cues[at:at + n]), " ".join(alone[at:at + n])))
@@ -113,7 +129,7 @@ def compare(sentences: list[Sentence], sent: bytes, written: bytes, alone: list[
     report["difference"] = {m: round(report["file"][m] - report["cues_alone"][m], 2) for m in ("bleu", "chrf")}
     differing = [i for i in range(min(len(file_cues), len(alone))) if file_cues[i].split() != alone[i].split()]
     report["differing_cues"] = len(differing)
-    report["examples"] = [{"cue": i + 1, "source": before.texts[i], "file": file_cues[i], "alone": alone[i]}
+    report["examples"] = [{"cue": i + 1, "source": before.cue_texts[i], "file": file_cues[i], "alone": alone[i]}
                           for i in differing[:examples]]
     parts = {"timings_identical": timings == len(before.cues), "one_cue_out_per_cue_in": report["cues"]["equal"],
              f"chrf_at_most_{TARGET_CHRF_GAP:g}_below": report["difference"]["chrf"] >= -TARGET_CHRF_GAP}
@@ -136,12 +152,12 @@ def bench_subtitles(model: Path, data: Path, split: str, cues: int = CUES, share
 
     def documents(texts: list[str], html: bool) -> list[str]:
         return [d.text for d in translate_documents(translator, texts, html, True, options)]
-    written, _, _ = translate_file("subtitles.srt", sent, documents, m.target_language, pattern)
+    written, document, _ = translate_file("subtitles.srt", sent, documents, m.target_language, pattern)
     alone = [t.best.text for t in translator.translate([c for s in sentences for c in s.cues], options)]
     whole = [t.best.text for t in translator.translate([s.source for s in sentences], options)]
     report = {"model": m.name, "direction": f"{m.source_language}→{m.target_language}", "data": str(data),
               "split": split, "beam": beam, "seed": seed,
-              **compare(sentences, sent, written, alone, whole, examples)}
+              **compare(sentences, sent, written, alone, whole, examples), "joined": joined(sentences, document)}
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         (out / "subtitles.srt").write_bytes(sent)
@@ -151,13 +167,15 @@ def bench_subtitles(model: Path, data: Path, split: str, cues: int = CUES, share
 
 def format_subtitles(report: dict) -> str:
     f, a, w, t = report["file"], report["cues_alone"], report["sentences_whole"], report["targets"]
-    c = report["cues"]
+    c, j = report["cues"], report["joined"]
     mark = lambda met: "yes" if met else "NO"       # noqa: E731
     return "\n".join([
         f"{report['data']} ({report['split']}): model {report['model']} ({report['direction']}), beam {report['beam']}",
         f"{report['sentences']} sentences, {report['split_across_two_cues']} of them across two cues; cues in "
         f"{c['in']}, out {c['out']}; timings as sent {report['timings_identical']}; cues translated differently "
-        f"{report['differing_cues']}", "",
+        f"{report['differing_cues']}",
+        f"joined: {j['entries']} entries of {j['cues']} cues, {j['split_sentences_joined']} of them a split sentence "
+        f"exactly; cut by proportion {j['cut_by_proportion']}", "",
         "| | file | cues alone | difference | sentences whole |", "|---|---:|---:|---:|---:|",
         f"| BLEU | {f['bleu']} | {a['bleu']} | {report['difference']['bleu']:+} | {w['bleu']} |",
         f"| chrF | {f['chrf']} | {a['chrf']} | {report['difference']['chrf']:+} | {w['chrf']} |", "",
