@@ -65,6 +65,14 @@ No lo sé.
 Gracias por su ayuda,
 es usted muy amable
 conmigo.
+
+8
+00:01:06,000 --> 00:01:08,000
+<i>Le dije que nos</i>
+
+9
+00:01:08,040 --> 00:01:10,000
+<i>veríamos al mediodía.</i>
 """
 
 
@@ -153,6 +161,14 @@ def test_subtitles_keep_their_numbers_timings_and_line_counts(files_server):
         assert ours[:2] == theirs[:2]                 # number and timing, as sent
         assert len(ours) == len(theirs)               # as many text lines
     assert "estación" not in got.text
+    # a sentence across two cues: translated whole, spread over both, neither left empty, the italics kept
+    split = blocks[3][2:] + blocks[4][2:]
+    assert all(re.sub(r"</?i>", "", line).strip() for line in split)
+    joined = " ".join(split)
+    assert joined.count("<i>") == joined.count("</i>") == 2
+    whole = files_server.post("/translate", json={"q": "Le dije que nos veríamos al mediodía.", "source": "es",
+                                                  "target": "en"}).json()["translatedText"]
+    assert re.sub(r"</?i>", "", joined).split() == whole.split()
 
 
 def test_a_catalog_gets_its_untranslated_entries(files_server, tmp_path):
@@ -288,7 +304,8 @@ def test_the_grpc_call_streams_progress_then_the_file(files_server):
                                          timeout=120))
         progress = [e.progress for e in events[:-1]]
         assert all(e.WhichOneof("event") == "progress" for e in events[:-1]) and progress
-        assert progress[0].texts_done == 0 and progress[-1].texts_done == progress[-1].texts == 3
+        # five cues, the last two one sentence: four texts
+        assert progress[0].texts_done == 0 and progress[-1].texts_done == progress[-1].texts == 4
         file = events[-1].file
         assert file.name == "pelicula_en.srt" and file.model == "transformer-es-en" and file.target_language == "en"
         blocks = [b.splitlines() for b in file.data.decode().strip().split("\n\n")]

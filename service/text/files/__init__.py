@@ -2,7 +2,7 @@
 (`FileDocument.texts`, each an entry of the documents mode, service/text/documents.py), and
 their translations are written back into the file's own structure (`FileDocument.write`).
 
-One module per family: plain.py (.txt), html.py (.html, .htm), subtitles.py (.srt, .vtt),
+One module per family: plain.py (.txt), html.py (.html, .htm), subtitles.py and cues.py (.srt, .vtt),
 gettext.py (.po, .pot), xliff.py (.xlf, .xliff), office/ (.docx, .odt). Reading refuses
 (InvalidInput) what is not a file of its extension: an unknown extension (naming the ones
 served), no bytes, bytes that do not decode (encoding.py), a structure its parser does not

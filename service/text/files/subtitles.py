@@ -1,11 +1,15 @@
 """Subtitles: SubRip (.srt, read here) and WebVTT (.vtt, through `webvtt-py`, MIT).
 
-Each cue's text is one entry, its lines joined by spaces (a line break in a cue is layout,
-not the end of a sentence). Timings, numbering, cue identifiers and settings, and a WebVTT
-file's header, NOTE, STYLE and REGION blocks are written back as read; each translation is
-re-flowed over as many lines as its cue had, the lines as even in length as the words allow.
-SubRip declares no encoding, so its bytes go through the detector (encoding.py); WebVTT is
-UTF-8 by its specification. Both are written as UTF-8.
+A cue's text is its lines joined by spaces (a line break in a cue is layout, not the end of
+a sentence). Consecutive cues that carry one sentence ("Le dije que nos" / "veríamos al
+mediodía.") are one entry, translated whole and spread back over the same cues by the
+model's alignment (cues.py has the rule and the way back); any other cue is an entry alone.
+The entries are HTML, so that the cues' tags are placed like any markup; every cue comes
+back with its own tags. Timings, numbering, cue identifiers and settings, and a WebVTT
+file's header, NOTE, STYLE and REGION blocks are written back as read, one cue out per cue
+in; each cue's translation is re-flowed over as many lines as it had, the lines as even in
+length as the words allow. SubRip declares no encoding, so its bytes go through the
+detector (encoding.py); WebVTT is UTF-8 by its specification. Both are written as UTF-8.
 
 SubRip is read here, in a few lines, with each cue's number and timing lines kept byte for
 byte: `srt` (MIT) ships no wheel, and the serving image installs wheels only (`make lock`);
@@ -21,13 +25,14 @@ import webvtt
 from webvtt.errors import MalformedCaptionError, MalformedFileError
 
 from attnmt.service.errors import InvalidInput
+from attnmt.service.text.files import cues
 from attnmt.service.text.files.base import FileDocument, Limits
+from attnmt.service.text.files.cues import WORD
 from attnmt.service.text.files.encoding import decode
 
-# a word for re-flowing: what lies between spaces, a tag with spaces inside (<font color="x">) included
-_WORD = re.compile(r"(?:<[^<>]*>|[^\s<])+|<")
 _NUMBER = re.compile(r"^\s*\d+\s*$")
 _TIMING = re.compile(r"^\s*\d{1,3}:\d{1,2}:\d{1,2}[,.]\d{1,3}\s*-->\s*\d{1,3}:\d{1,2}:\d{1,2}[,.]\d{1,3}")
+_TIME = re.compile(r"(?:(\d+):)?(\d+):(\d+)[,.](\d+)")
 # WebVTT's voice span opening a cue (<v Roger>, <v.loud Ann>): a label, not text to translate
 _VOICE = re.compile(r"^<v(?:\.[^\s>]*)?(?:\s[^>]*)?>")
 
@@ -35,7 +40,7 @@ _VOICE = re.compile(r"^<v(?:\.[^\s>]*)?(?:\s[^>]*)?>")
 def reflow(text: str, lines: int) -> list[str]:
     """`text`'s words over `lines` lines (fewer if it has fewer words), each line's length as
     close as it can be to an even share of the whole."""
-    words = _WORD.findall(text)
+    words = WORD.findall(text)
     lines = max(1, min(lines, len(words)))
     if lines == 1:
         return [" ".join(words)]
@@ -53,38 +58,69 @@ def reflow(text: str, lines: int) -> list[str]:
     return [" ".join(line) for line in out]
 
 
+def seconds(timestamp: str) -> float:
+    """`00:01:02,500` (SubRip) or `01:02.500` (WebVTT) in seconds."""
+    hours, minutes, whole, fraction = _TIME.search(timestamp).groups()
+    return int(hours or 0) * 3600 + int(minutes) * 60 + int(whole) + int(fraction) / 10 ** len(fraction)
+
+
+class SubtitleFile(FileDocument):
+    """Cues read: `cue_texts` (each cue's text as sent, its lines joined by spaces), grouped
+    into `texts` (cues.group); `write` puts one translation back in each cue. `proportional`
+    counts the joined entries whose translation the last `write` cut by proportion."""
+
+    def __init__(self, kind: str, media_type: str, timed: list[cues.Timed], limits: Limits):
+        vtt = kind == "vtt"
+        self.entries = cues.group(timed, limits.max_entry_chars, vtt)
+        super().__init__(kind, media_type, [e.markup for e in self.entries], html=True)
+        self.cue_texts = [t.text for t in timed]
+        self.proportional = 0
+
+    def cue_translations(self, translations: list[str]) -> list[str]:
+        """One text per cue: each entry's translation spread over its cues."""
+        out: list[str] = []
+        self.proportional = 0
+        for entry, translation in zip(self.entries, translations, strict=True):
+            texts, by_markers = cues.spread(entry, translation)
+            self.proportional += not by_markers
+            out += texts
+        return out
+
+
 @dataclass
 class Cue:
     head: list[str]             # the number line (if any) and the timing line, as read
     lines: list[str]            # the text
 
 
-class SrtFile(FileDocument):
-    def __init__(self, cues: list[Cue], eol: str):
-        super().__init__("srt", "application/x-subrip; charset=utf-8", [" ".join(" ".join(c.lines).split())
-                                                                          for c in cues])
-        self.cues, self.eol = cues, eol
+class SrtFile(SubtitleFile):
+    def __init__(self, cues_read: list[Cue], eol: str, limits: Limits):
+        self.cues, self.eol = cues_read, eol
+        timed = [cues.Timed(" ".join(" ".join(c.lines).split()), *map(seconds, c.head[-1].split("-->")))
+                 for c in cues_read]
+        super().__init__("srt", "application/x-subrip; charset=utf-8", timed, limits)
 
     def write(self, translations, target, placeholders=None) -> bytes:
         blocks = [self.eol.join(cue.head + (reflow(text, len(cue.lines)) if cue.lines else []))
-                  for cue, text in zip(self.cues, translations)]
+                  for cue, text in zip(self.cues, self.cue_translations(translations))]
         return (self.eol * 2).join(blocks).encode("utf-8") + self.eol.encode()
 
 
-class VttFile(FileDocument):
-    def __init__(self, vtt: webvtt.WebVTT):
+class VttFile(SubtitleFile):
+    def __init__(self, vtt: webvtt.WebVTT, limits: Limits):
         self.vtt = vtt
         self.voices = []
-        texts = []
+        timed = []
         for caption in vtt.captions:
             raw = " ".join(caption.raw_text.split())
             voice = _VOICE.match(raw)
             self.voices.append(voice.group(0) if voice else "")
-            texts.append(raw[voice.end():].lstrip() if voice else raw)
-        super().__init__("vtt", "text/vtt; charset=utf-8", texts)
+            timed.append(cues.Timed(raw[voice.end():].lstrip() if voice else raw, seconds(caption.start),
+                                    seconds(caption.end), self.voices[-1]))
+        super().__init__("vtt", "text/vtt; charset=utf-8", timed, limits)
 
     def write(self, translations, target, placeholders=None) -> bytes:
-        for caption, voice, text in zip(self.vtt.captions, self.voices, translations):
+        for caption, voice, text in zip(self.vtt.captions, self.voices, self.cue_translations(translations)):
             lines = reflow(text, len(caption.lines) or 1)
             lines[0] = voice + lines[0]
             caption.lines = lines
@@ -96,7 +132,7 @@ def read_srt(data: bytes, limits: Limits) -> SrtFile:
     line and its text."""
     text = decode(data)
     lines = text.splitlines()
-    cues: list[Cue] = []
+    found: list[Cue] = []
     i = 0
     while i < len(lines):
         if not lines[i].strip():
@@ -114,10 +150,10 @@ def read_srt(data: bytes, limits: Limits) -> SrtFile:
         start = i
         while i < len(lines) and lines[i].strip():
             i += 1
-        cues.append(Cue(head, lines[start:i]))
-    if not cues:
+        found.append(Cue(head, lines[start:i]))
+    if not found:
         raise InvalidInput("the file is not SubRip (.srt): it holds no cue")
-    return SrtFile(cues, "\r\n" if "\r\n" in text else "\n")
+    return SrtFile(found, "\r\n" if "\r\n" in text else "\n", limits)
 
 
 def read_vtt(data: bytes, limits: Limits) -> VttFile:
@@ -127,4 +163,4 @@ def read_vtt(data: bytes, limits: Limits) -> VttFile:
         raise InvalidInput(f"the file is not WebVTT (.vtt): {e}") from None
     if not vtt.captions:
         raise InvalidInput("the file is not WebVTT (.vtt): it holds no cue")
-    return VttFile(vtt)
+    return VttFile(vtt, limits)

@@ -45,7 +45,7 @@ def test_the_file_is_subrip_timed_as_subtitles_are():
                           ["Tom ha estado ignorando a Mary durante todo el día de ayer."])]
     text = srt(sentences)
     document = files.read("a.srt", text.encode(), files.Limits(2**20, 50_000, 100))
-    assert document.texts == ["Hola.", "Yo le pregunté a mi profesora", "que debía hacer a continuación.",
+    assert document.cue_texts == ["Hola.", "Yo le pregunté a mi profesora", "que debía hacer a continuación.",
                               "Tom ha estado ignorando a Mary durante todo el día de ayer."]
     assert [c.head[0] for c in document.cues] == ["1", "2", "3", "4"]
     times = [seconds(c.head[1]) for c in document.cues]
@@ -90,9 +90,10 @@ def test_bench_subtitles_on_the_tiny_model(tiny_model, tmp_path, capsys):
     assert (report["direction"], report["split"], report["beam"]) == ("xx→en", "test", 2)
     assert report["cues"] == {"in": 12, "out": 12, "equal": True} and report["timings_identical"] == 12
     assert (report["sentences"], report["split_across_two_cues"]) == (10, 2)
-    # the toy sentences are one sentence a cue: the file translates each cue as it is alone
-    assert report["file"] == report["cues_alone"] and report["differing_cues"] == 0
-    assert report["targets"]["met"] is True and "| chrF |" in table
+    # the two split sentences' cues are joined, and nothing else: the file is the sentences translated whole
+    assert report["joined"]["entries"] == report["joined"]["split_sentences_joined"] == 2
+    assert report["joined"]["cues"] == 4 and report["file"] == report["sentences_whole"]
+    assert report["targets"]["met"] is True and "| chrF |" in table and "joined: 2 entries of 4 cues" in table
     written = (tmp_path / "files" / "subtitles_en.srt").read_text()
     sent = (tmp_path / "files" / "subtitles.srt").read_text()
     assert [b.splitlines()[:2] for b in written.split("\n\n")] == [b.splitlines()[:2] for b in sent.split("\n\n")]

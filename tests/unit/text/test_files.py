@@ -42,15 +42,16 @@ def test_reflow_spreads_words_over_the_lines():
     assert reflow("one", 3) == ["one"]
     assert reflow("a b c", 3) == ["a", "b", "c"]
     assert reflow('<font color="red">Hola</font> mundo', 2) == ['<font color="red">Hola</font>', "mundo"]
+    assert reflow("Tom & Jerry <3", 1) == ["Tom & Jerry <3"]            # a bare `<` stays with its word
 
 
 def test_subrip_keeps_numbers_timings_and_line_ends():
-    source = ("1\r\n00:00:01,000 --> 00:00:02,500\r\nHola\r\nmundo\r\n\r\n"
+    source = ("1\r\n00:00:01,000 --> 00:00:02,500\r\nHola\r\nmundo.\r\n\r\n"
               "5\r\n00:00:03,000 --> 00:00:04,000\r\nAdiós\r\n")
     document = files.read("a.srt", source.encode("cp1252"), LIMITS)
-    assert document.texts == ["Hola mundo", "Adiós"]
-    out = document.write(["Hello there world", "Bye"], "en").decode()
-    assert out == "1\r\n00:00:01,000 --> 00:00:02,500\r\nHello there\r\nworld\r\n\r\n5\r\n00:00:03,000 --> " \
+    assert document.texts == ["Hola mundo.", "Adiós"] and document.html
+    out = document.write(["Hello there world.", "Bye"], "en").decode()
+    assert out == "1\r\n00:00:01,000 --> 00:00:02,500\r\nHello there\r\nworld.\r\n\r\n5\r\n00:00:03,000 --> " \
                   "00:00:04,000\r\nBye\r\n"
 
 
