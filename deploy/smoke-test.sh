@@ -84,11 +84,18 @@ pass "'$text' -> '$out'"
 
 check "every served model by name"
 names=""
-for name in $(in_container python -c 'import os; print(*(os.path.basename(m) for m in os.environ["ATTNMT_MODELS"].split(",")))'); do
-    out=$(in_container attnmt translate --server 127.0.0.1:50051 --model-name "$name" "$text") \
+english="Cannot open the file %s: permission denied."
+models=0
+# each model with a sentence of its source language (its manifest's), named name:language
+for entry in $(in_container python -c 'import json, os; print(*(os.path.basename(m) + ":" + json.load(open(os.path.join(m, "manifest.json")))["source_language"] for m in os.environ["ATTNMT_MODELS"].split(",")))'); do
+    name=${entry%%:*}
+    if [[ ${entry#*:} == en ]]; then sentence=$english; else sentence=$text; fi
+    out=$(in_container attnmt translate --server 127.0.0.1:50051 --model-name "$name" "$sentence") \
         || fail "Translate with model $name failed: $out"
-    [[ $out == *%s* ]] || fail "$name lost the placeholder: '$text' -> '$out'"
-    names="$names $name"
+    [[ $out == *%s* ]] || fail "$name lost the placeholder: '$sentence' -> '$out'"
+    [[ $out != "$sentence" ]] || fail "$name gave its source back: '$sentence'"
+    names="$names $name (${entry#*:})"
+    models=$((models + 1))
 done
 pass "${names# }"
 
@@ -136,7 +143,7 @@ check "/metrics on the published port"
 port=$($ENGINE port "$cid" 8002/tcp | head -n 1)
 metrics=$(curl -fsS "http://${port}/metrics") || fail "no /metrics on $port"
 grep -q '^attnmt_ready 1' <<<"$metrics" || fail "attnmt_ready is not 1"
-calls=$((1 + $(wc -w <<<"$names")))      # the first translation, then one per model by name
+calls=$((1 + models))      # the first translation, then one per model by name
 grep -q "^grpc_server_handled_total{.*grpc_code=\"OK\".*grpc_method=\"Translate\".*} $calls" <<<"$metrics" \
     || fail "the $calls Translate calls are not counted"
 grep -q '^http_server_requests_total{code="200",.*route="/v1/translate"} 1' <<<"$metrics" \

@@ -25,7 +25,7 @@ from attnmt.service.server.cache import TranslationCache
 from attnmt.service.server.core import SERVICE_NAME, Core, ServedModel
 from attnmt.service.server.interceptors import MetricsInterceptor, OverloadGate, RecordingInterceptor
 from attnmt.service.server.logs import log_request
-from attnmt.service.server.metrics import Metrics
+from attnmt.service.server.metrics import CALL_PROTOCOL, WARMUP, Metrics
 from attnmt.service.server.overload import RetryHint, queue_full
 from attnmt.service.server.scheduler import Scheduler, SchedulerLimits
 from attnmt.service.server.servicer import TranslatorServicer
@@ -38,7 +38,11 @@ from attnmt.service.text.translator import Translator
 log = logging.getLogger("attnmt")
 KNOWN_SERVICES = (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
                   *reflection.SERVICE_NAMES)
-WARMUP_SENTENCE = "No se puede abrir el archivo %s: permiso denegado."
+# One real sentence per source language (a model of another language warms up on the Spanish one:
+# the shapes are what matter, the logged translation only reads well in a language it knows)
+WARMUP_SENTENCES = {"es": "No se puede abrir el archivo %s: permiso denegado.",
+                    "en": "Cannot open the file %s: permission denied."}
+WARMUP_SENTENCE = WARMUP_SENTENCES["es"]
 # Calls gRPC holds for the event loop before it starts dropping them: enough for the overload
 # gate to answer a burst of callers on one channel. Calls still waiting after 30 s are
 # cancelled whatever this says.
@@ -184,14 +188,19 @@ class Server:
 
     async def _warmup(self) -> None:
         """One real translation per model before reporting SERVING."""
-        for served in self.models.values():
-            log.info("warming up %s", served.translator.name)
-            search = served.translator.search(WARMUP_SENTENCE, SearchOptions(beam_size=self.settings.default_beam_size,
-                                                                             n_best=1))
-            jobs = served.scheduler.submit([search], None)
-            await asyncio.gather(*(j.future for j in jobs))
-            log.info("warm-up %s: %r -> %r", served.translator.name, WARMUP_SENTENCE,
-                     served.translator.result(WARMUP_SENTENCE, search).best.text)
+        token = CALL_PROTOCOL.set(WARMUP)       # not a call: attnmt_sentences_total leaves it out
+        try:
+            for served in self.models.values():
+                log.info("warming up %s", served.translator.name)
+                sentence = WARMUP_SENTENCES.get(served.translator.engine.manifest.source_language, WARMUP_SENTENCE)
+                search = served.translator.search(sentence, SearchOptions(beam_size=self.settings.default_beam_size,
+                                                                          n_best=1))
+                jobs = served.scheduler.submit([search], None)
+                await asyncio.gather(*(j.future for j in jobs))
+                log.info("warm-up %s: %r -> %r", served.translator.name, sentence,
+                         served.translator.result(sentence, search).best.text)
+        finally:
+            CALL_PROTOCOL.reset(token)
 
     def queues_full(self) -> bool:
         """No model can take one more sentence (and the server is not draining, which

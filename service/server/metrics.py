@@ -23,6 +23,7 @@ PROTOCOLS = ("grpc", "http")
 # (service/http/front.py, `Metered`) set "http" for the task that answers an HTTP request. A sentence
 # carries it into the decode worker on its Job.
 CALL_PROTOCOL: ContextVar[str] = ContextVar("attnmt_call_protocol", default="grpc")
+WARMUP = "warmup"       # the server's own warm-up sentences: no call, not counted as translated
 
 
 class Children:

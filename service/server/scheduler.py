@@ -16,7 +16,7 @@ from attnmt.service.errors import DecodeFailed, Unavailable
 from attnmt.service.inference.search import Search
 from attnmt.service.server import rpc_record
 from attnmt.service.server.admission import INTERACTIVE
-from attnmt.service.server.metrics import CALL_PROTOCOL, Children, Metrics
+from attnmt.service.server.metrics import CALL_PROTOCOL, WARMUP, Children, Metrics
 from attnmt.service.server.overload import RetryHint, queue_full
 from attnmt.service.server.worker import DecodeWorker, Job, Result, SchedulerLimits
 from attnmt.service.text.translator import Translator
@@ -112,7 +112,7 @@ class Scheduler:
     def _settle(self, results: list[Result]) -> None:
         for job, error in results:
             self._pending.discard(job)
-            if error is None:                    # decoded, even for a caller who has just left
+            if error is None and job.protocol != WARMUP:    # decoded, even for a caller who has just left
                 search = job.search
                 hyp = search.best()[0]
                 self._sentences(self.model, job.protocol).inc()

@@ -118,3 +118,9 @@ def test_a_grpc_request_by_pair_reaches_english_to_spanish(server):
 def test_the_page_still_defaults_to_spanish_to_english(lt):
     settings = lt.get("/frontend/settings").json()
     assert (settings["language"]["source"]["code"], settings["language"]["target"]["code"]) == ("es", "en")
+
+
+def test_each_model_warms_up_on_a_sentence_of_its_source_language(server):
+    warmups = [line for line in server.log if "warm-up transformer-" in line]
+    assert any("warm-up transformer-en-es: 'Cannot open the file %s" in line for line in warmups), warmups
+    assert any("warm-up transformer-es-en: 'No se puede abrir" in line for line in warmups), warmups
