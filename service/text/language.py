@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import html
 import json
 import re
 import unicodedata
@@ -40,6 +41,16 @@ MAX_CHARS = 4096
 # Letters, with the apostrophes and Catalan's middle dot inside words ("l'home",
 # "col·lega"), and ¿ ¡ as words of their own: all are strong cues between these languages.
 _WORD = re.compile(r"[^\W\d_]+(?:['·][^\W\d_]+)*|[¿¡]")
+
+
+# markup a text may carry (an HTML request, a file's entries): tags and comments, not language
+_MARKUP = re.compile(r"<!--.*?-->|</?[A-Za-z][^<>]*>", re.S)
+
+
+def without_markup(text: str) -> str:
+    """`text` with its HTML tags and comments left out and its character references read, for
+    the detector: `<span data-t="0">Sí.</span>` is Spanish, not tag names."""
+    return html.unescape(_MARKUP.sub(" ", text)) if "<" in text or "&" in text else text
 
 
 def ngrams(text: str) -> Counter[str]:

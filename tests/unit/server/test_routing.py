@@ -38,6 +38,13 @@ def test_auto_chooses_among_the_sources_served_for_the_target():
     assert PAIRS.route("", "auto", "", ["1234"]) == Route("transformer-es-en", "es", "en", Detection("es", 0.0))
 
 
+def test_auto_reads_the_words_of_markup_not_its_tags():
+    # a subtitle cue in italics, as the file reader hands it over
+    tagged = PAIRS.route("", "auto", "", ['<span data-t="0">Sí, claro.</span> <wbr data-cue="1"> &iquest;Vienes?'])
+    plain = PAIRS.route("", "auto", "", ["Sí, claro. ¿Vienes?"])
+    assert tagged == plain and tagged.source == "es"
+
+
 @pytest.mark.parametrize("model, source, target, error, words", [
     ("", "es", "fr", InvalidInput, "no model translates es->fr; served pairs: es->en, en->es, pt->es"),
     ("", "fr", "", InvalidInput, "no model translates from fr; served pairs"),
