@@ -27,9 +27,23 @@ class Protected:
     originals: tuple[str, ...]   # originals[n - 1] is what sentinel n stands for
 
 
+# Quotation marks around a placeholder ('%s', "$HOME", `%s' in GNU's older style) delimit a value the
+# program prints, and a translation keeps them as written: they are hidden with the placeholder, in one
+# sentinel. Left to the model, the English->Spanish model writes Spanish guillemets («%s», as most of
+# its training catalogs do), where the projects it is measured on (bash and make on dev; git,
+# coreutils, tar, wget on test) keep the source's marks: dev BLEU 46.68 -> 49.86 with them kept.
+QUOTES = (("'", "'"), ('"', '"'), ("`", "'"), ("\u2018", "\u2019"), ("\u201c", "\u201d"))
+
+
+def quoted(pattern: str) -> str:
+    """`pattern`, with a match in quotation marks (QUOTES) taken whole, marks and all."""
+    inner = f"(?:{pattern})"
+    return "|".join([re.escape(opening) + inner + re.escape(closing) for opening, closing in QUOTES] + [pattern])
+
+
 class Protector:
     def __init__(self, spec: dict):
-        self.pattern = re.compile(spec["pattern"])
+        self.pattern = re.compile(quoted(spec["pattern"]))
         self.sentinel = spec["sentinel"]
         self.max = int(spec["max"])
         self.sentinels = {self.sentinel.format(n): n for n in range(1, self.max + 1)}

@@ -57,7 +57,7 @@ def test_recorded_software_scores_beat_apertium_by_ten_bleu():
     evaluation = load_manifest(BUNDLED_EN_ES, verify=False).evaluation["gettext/test"]
     assert evaluation["beam5"]["placeholders"]["kept"] == evaluation["beam5"]["placeholders"]["sentences"]
     assert evaluation["beam5"]["chrf"] > evaluation["apertium"]["chrf"]
-    assert evaluation["beam5"]["bleu"] > evaluation["apertium"]["bleu"]
+    assert evaluation["beam5"]["bleu"] > evaluation["apertium"]["bleu"] + 10
 
 
 def test_weblates_form_gets_spanish_with_the_placeholder(lt):
@@ -68,6 +68,11 @@ def test_weblates_form_gets_spanish_with_the_placeholder(lt):
     assert r.status_code == 200, r.text
     text = r.json()["translatedText"]
     assert text.count("%s") == 1 and spanish(text), text
+    # a quoted placeholder keeps the program's own marks (the model alone writes «%s»)
+    r = lt.post("/translate", data={"api_key": "", "q": "Could not open the file '%s' for writing.",
+                                    "source": "en", "target": "es"})
+    text = r.json()["translatedText"]
+    assert "'%s'" in text and "«" not in text and spanish(text), text
 
 
 def test_discourses_detect_then_translate_gets_spanish_html(lt):

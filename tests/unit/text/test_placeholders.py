@@ -67,3 +67,11 @@ def test_without_protection_stray_sentinels_are_dropped():
 
 def test_a_percent_sign_before_a_sentinel_does_not_fuse_with_the_placeholder():
     assert Protector(SPEC).text(["▁failed", "▁%", "⦃1⦄"], ("%s",)) == "failed %s"
+
+
+def test_quotation_marks_around_a_placeholder_are_hidden_with_it():
+    p = Protector(SPEC).protect("failed to flush '%s', use \"$HOME\" or `%s' and ‘%d’ \u201c{name}\u201d, not 'a %s'")
+    assert p.originals == ("'%s'", '"$HOME"', "`%s'", "‘%d’", "\u201c{name}\u201d", "%s")
+    assert p.text == "failed to flush ⦃1⦄, use ⦃2⦄ or ⦃3⦄ and ⦃4⦄ ⦃5⦄, not 'a ⦃6⦄'"
+    # marks the model wrote around a restored one are not doubled by the restoring
+    assert Protector(SPEC).text(["▁no", "▁se", "▁pudo", "▁vaciar", "▁⦃1⦄"], ("'%s'",)) == "no se pudo vaciar '%s'"
