@@ -42,7 +42,6 @@ KNOWN_SERVICES = (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"]
 # the shapes are what matter, the logged translation only reads well in a language it knows)
 WARMUP_SENTENCES = {"es": "No se puede abrir el archivo %s: permiso denegado.",
                     "en": "Cannot open the file %s: permission denied."}
-WARMUP_SENTENCE = WARMUP_SENTENCES["es"]
 # Calls gRPC holds for the event loop before it starts dropping them: enough for the overload
 # gate to answer a burst of callers on one channel. Calls still waiting after 30 s are
 # cancelled whatever this says.
@@ -192,7 +191,8 @@ class Server:
         try:
             for served in self.models.values():
                 log.info("warming up %s", served.translator.name)
-                sentence = WARMUP_SENTENCES.get(served.translator.engine.manifest.source_language, WARMUP_SENTENCE)
+                language = served.translator.engine.manifest.source_language
+                sentence = WARMUP_SENTENCES.get(language, WARMUP_SENTENCES["es"])
                 search = served.translator.search(sentence, SearchOptions(beam_size=self.settings.default_beam_size,
                                                                           n_best=1))
                 jobs = served.scheduler.submit([search], None)
