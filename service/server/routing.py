@@ -127,7 +127,6 @@ class LanguagePairs:
         """The likeliest of `candidates` for the texts read together, with its probability. With
         nothing to tell them apart (no letters the detector knows), the default model's source
         when it is a candidate, else the first."""
-        text = " ".join(language.without_markup(t) for t in texts)     # HTML requests and files: no tag names
-        probability = dict(language.detect(text, top=len(language.LANGUAGES)))
+        probability = dict(language.detect(" ".join(texts), top=len(language.LANGUAGES)))
         best = max(candidates, key=lambda code: (probability.get(code, 0.0), code == self.default_pair[0]))
         return Detection(best, probability.get(best, 0.0))

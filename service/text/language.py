@@ -47,7 +47,7 @@ _WORD = re.compile(r"[^\W\d_]+(?:['·][^\W\d_]+)*|[¿¡]")
 _MARKUP = re.compile(r"<!--.*?-->|</?[A-Za-z][^<>]*>", re.S)
 
 
-def without_markup(text: str) -> str:
+def _without_markup(text: str) -> str:
     """`text` with its HTML tags and comments left out and its character references read, for
     the detector: `<span data-t="0">Sí.</span>` is Spanish, not tag names."""
     return html.unescape(_MARKUP.sub(" ", text)) if "<" in text or "&" in text else text
@@ -124,8 +124,8 @@ def detect(text: str, top: int = 3) -> list[tuple[str, float]]:
     profiles know (1 for text in these languages), so the returned ones sum to at most 1.
     A text with no letters, or none the profiles know (another script), gives []: no
     language this module could name. Short texts ("OK") get an answer with low confidence;
-    only the first MAX_CHARS characters are read."""
-    p = profiles().posterior(text)
+    only the first MAX_CHARS characters are read, HTML tags and comments left out."""
+    p = profiles().posterior(_without_markup(text))
     if p is None:
         return []
     best = np.argsort(-p, kind="stable")[:max(top, 0)]
