@@ -17,12 +17,9 @@ from attnmt.service.errors import Overloaded
 from attnmt.service.server.metrics import Children, Metrics
 from attnmt.service.server.rpc_record import RpcRecord, Sink, begin, finish
 from attnmt.service.server.status import abort
+from attnmt.service.server.worker import DEADLINE_SLACK_SECONDS
 
 OK = grpc.StatusCode.OK.name
-# A client whose deadline passes cancels the call (RST_STREAM); that can reach the server a
-# little before the server's own copy of the deadline (the request's grpc-timeout counted from
-# its arrival) has passed. A cancellation this close to the deadline is the deadline.
-DEADLINE_SLACK_SECONDS = 0.02
 
 
 def status_name(context, error: BaseException | None) -> str:

@@ -65,6 +65,12 @@ SHUTTING_DOWN = "server is shutting down"
 TRANSLATED, FAILED, CANCELLED, EXPIRED, UNANSWERED = "translated", "failed", "cancelled", "deadline_exceeded", \
     "unavailable"
 
+# A client whose deadline passes cancels the call (RST_STREAM); that can reach the server a
+# little before the server's own copy of the deadline (the request's grpc-timeout counted from
+# its arrival) has passed. A cancellation this close to the deadline is the deadline: counted
+# as deadline_exceeded here and named DEADLINE_EXCEEDED by the metrics interceptor.
+DEADLINE_SLACK_SECONDS = 0.05
+
 
 @dataclass(frozen=True)
 class SchedulerLimits:
@@ -113,8 +119,9 @@ class Job:
     totals_joined: tuple[int, int] = (0, 0)
     totals_left: tuple[int, int] = (0, 0)
 
-    def expired(self, now: float) -> bool:
-        return self.deadline is not None and now >= self.deadline
+    def expired(self, now: float, slack: float = 0.0) -> bool:
+        """Its deadline has passed at `now`, or will within `slack` seconds."""
+        return self.deadline is not None and now >= self.deadline - slack
 
     @property
     def width(self) -> int:
@@ -293,7 +300,7 @@ class DecodeWorker:
     def _settle_dead(self, job: Job, now: float, withdrawn: bool = False) -> list[Result]:
         """Mark and count a sentence that will not be decoded further: expired, or withdrawn
         by its caller. Only an expired one is answered (its caller may still be waiting)."""
-        if job.expired(now):
+        if job.expired(now, DEADLINE_SLACK_SECONDS if withdrawn else 0.0):
             job.outcome = EXPIRED
             self.metrics.rejected.labels(EXPIRED, job.protocol).inc()
             return [(job, DeadlineExceeded("deadline exceeded before the translation finished"))]

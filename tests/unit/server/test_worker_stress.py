@@ -162,6 +162,33 @@ def test_an_expired_sentence_is_counted_once_whichever_side_sees_it_first(transl
     assert late.outcome == EXPIRED and translated(scheduler) == 1
 
 
+@pytest.mark.parametrize("before", [0.01, 1.0], ids=["at-the-deadline", "well-before"])
+def test_a_withdrawal_at_the_deadline_counts_as_the_deadline(translator, gates, before):
+    """A client whose deadline passes cancels the call, and its cancellation can reach the
+    server a moment before the server's copy of the deadline: within DEADLINE_SLACK_SECONDS
+    it counts deadline_exceeded, earlier it counts cancelled."""
+    assert before < 0.5 * worker_module.DEADLINE_SLACK_SECONDS or before > 10 * worker_module.DEADLINE_SLACK_SECONDS
+
+    async def main():
+        scheduler = await started(translator, gates, max_batch_rows=1)
+        gates.step.arm()
+        blocker, = scheduler.submit([search(translator, LONG)], None)
+        await gates.step.wait_reached()
+        deadline = time.monotonic() + 60
+        late, = scheduler.submit([search(translator, SHORT)], deadline)
+        gates.clock.offset = 60 - before                # the worker's clock: `before` seconds short of it
+        scheduler.cancel([late])
+        gates.step.open()
+        await blocker.future
+        await scheduler.close()
+        return scheduler, late
+    scheduler, late = run(main())
+    at_deadline = before < worker_module.DEADLINE_SLACK_SECONDS
+    assert counted(scheduler, "deadline_exceeded") == (1 if at_deadline else 0)
+    assert counted(scheduler, "cancelled") == (0 if at_deadline else 1)
+    assert late.outcome == (EXPIRED if at_deadline else CANCELLED)
+
+
 @pytest.mark.parametrize("order", ["cancel-then-step", "step-then-cancel", "answered-then-cancel"])
 def test_a_cancelled_sentence_is_counted_once_or_answered_once(translator, gates, order):
     """Withdrawn while it waits: counted cancelled. Withdrawn while the worker is in the
