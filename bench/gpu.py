@@ -66,8 +66,8 @@ def placement(model: Path, device: str, texts: list[str]) -> dict:
         so.profile_file_prefix = str(folder / f"graph{next(numbers)}")
         return so
 
-    def recorded(self, path, graph, spinning):
-        session = original_open(self, path, graph, spinning)
+    def recorded(self, path, graph, spinning, threads):
+        session = original_open(self, path, graph, spinning, threads)
         opened.append((graph, session))
         return session
 

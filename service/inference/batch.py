@@ -112,16 +112,17 @@ class DecodeBatch:
 
     # --- joining and leaving ---------------------------------------------------
 
-    def encode(self, searches: list[Search]) -> None:
+    def encode(self, searches: list[Search], idle: bool = False) -> None:
         """Encode sentences ahead of joining (`add` skips them then), in as few encoder
         calls as pay: sentences of similar length together (`encoder_chunks`). On the
-        device path `add` encodes (the encoder's output goes straight to the device)."""
+        device path `add` encodes (the encoder's output goes straight to the device).
+        idle: the machine has cores to spare (Engine.encode)."""
         if self._device is not None:
             return
         todo = sorted((s for s in searches if s.encoded is None), key=lambda s: -s.src_len)
         for chunk in encoder_chunks([s.src_len for s in todo]):
             group = todo[chunk]
-            encoded = self.engine.encode([s.source for s in group])
+            encoded = self.engine.encode([s.source for s in group], idle=idle)
             for i, search in enumerate(group):
                 n = search.src_len
                 memory = {name: value[i][positions(self.engine.position_axis(name), 0, n)]
@@ -129,11 +130,11 @@ class DecodeBatch:
                 state = {name: value[i] for name, value in encoded.init_state.items()}
                 search.encoded = (memory, state)
 
-    def add(self, searches: list[Search]) -> None:
-        """Let sentences join at the next step (encoding those not encoded yet)."""
+    def add(self, searches: list[Search], idle: bool = False) -> None:
+        """Let sentences join at the next step (encoding those not encoded yet; idle: as in `encode`)."""
         if not searches:
             return
-        joining = self._joining(searches)
+        joining = self._joining(searches, idle)
         if self.memory is None:
             values, state, _ = joining[0]
             axes = self.engine.position_axes
@@ -157,12 +158,12 @@ class DecodeBatch:
         self.searches.extend(searches)
         self._kinds = None
 
-    def _joining(self, searches: list[Search]) -> list[tuple]:
+    def _joining(self, searches: list[Search], idle: bool = False) -> list[tuple]:
         """What each joining sentence brings to its slots: (memory by name, initial state,
         origin). On the device path its numbers stay on the device and the host gets
         only its source mask, no state, and where on the device they are (`device.py`)."""
         if self._device is None:
-            self.encode(searches)
+            self.encode(searches, idle)
             return [(*s.encoded, 0) for s in searches]
         first = self._device.encode([s.source for s in searches])
         return [({SRC_MASK: np.ones(s.src_len, bool)}, {}, -1 - (first + j)) for j, s in enumerate(searches)]

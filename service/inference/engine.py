@@ -43,6 +43,8 @@ class EngineOptions:
     optimization: str = "all"       # disable | basic | extended | all
     allow_spinning: bool = True     # worker threads spin within a run (never between runs: sessions.py)
     idle_spinning: bool = False     # without allow_spinning: spin within the steps a caller marks idle (step(idle=))
+    idle_threads: int = 0           # threads of those idle steps (0: intra_op_threads); decode workers of one
+                                    # thread each step alone on every core when the others have nothing
     io_binding: bool | None = None  # the device path (None: on for cuda, off for cpu): a batch's memory and
                                     # state stay on the execution device across steps (service/inference/device.py)
     shortlist: bool = False         # use the model's lexical shortlist when it has one (off: it pays only
@@ -92,9 +94,16 @@ class Engine:
         # The same graph with spinning threads, for steps while the server is idle (a lone
         # sentence's latency drops); without spinning under load, when the event loop needs
         # the cores. It costs some resident memory.
+        # With idle_threads the encoder gets its idle session too: a lone sentence is encoded
+        # on every core, not on a decode worker's share of them.
         self._idle_decoder: ort.InferenceSession | None = None
+        self._idle_encoder: ort.InferenceSession | None = None
         if options.idle_spinning and not options.allow_spinning and options.device == "cpu":
-            self._idle_decoder = self.sessions.step_graph("decoder_step", spinning=True)
+            self._idle_decoder = self.sessions.step_graph("decoder_step", spinning=True,
+                                                          threads=options.idle_threads or None)
+            if options.idle_threads:
+                self._idle_encoder = self.sessions.graph("encoder", ENCODER_INPUTS, self.encoder_outputs,
+                                                         spinning=True, threads=options.idle_threads)
         self.provider = self.decoder.get_providers()[0]
         self.io_binding = options.io_binding if options.io_binding is not None else options.device == "cuda"
         self.device = "cuda" if self.provider == "CUDAExecutionProvider" else "cpu"
@@ -126,9 +135,10 @@ class Engine:
             tokens[row, :len(ids)] = ids
         return {"src_tokens": tokens, "src_lengths": lengths}
 
-    def encode(self, sources: list[list[int]]) -> Encoded:
-        """Encode token id lists (each already ending with </s>)."""
-        outputs = self.encoder.run(list(self.encoder_outputs), self._source_feeds(sources))
+    def encode(self, sources: list[list[int]], idle: bool = False) -> Encoded:
+        """Encode token id lists (each already ending with </s>); idle: as in `step`."""
+        encoder = self._idle_encoder if idle and self._idle_encoder is not None else self.encoder
+        outputs = encoder.run(list(self.encoder_outputs), self._source_feeds(sources))
         return self._encoded(outputs)
 
     def encode_on_device(self, sources: list[list[int]]) -> Encoded:

@@ -149,12 +149,15 @@ class Sessions:
         self._openvino = openvino_devices() if options.device == "openvino" else None
         self.positions = False      # whether the step graphs take POSITIONS: decoder_step says, the others agree
         self._open: dict[str, ort.InferenceSession] = {}
+        self._opening = threading.Lock()
 
-    def step_graph(self, name: str, spinning: bool | None = None) -> ort.InferenceSession:
-        """A new session of one of the `STEP_GRAPHS`; spinning: override allow_spinning."""
+    def step_graph(self, name: str, spinning: bool | None = None, threads: int | None = None
+                   ) -> ort.InferenceSession:
+        """A new session of one of the `STEP_GRAPHS`; spinning, threads: override allow_spinning
+        and intra_op_threads."""
         shared, shortlist = STEP_GRAPHS[name]
         inputs = decoder_inputs(self.manifest.memory, self.state_names, shared=shared, shortlist=shortlist)
-        return self.graph(name, inputs, decoder_outputs(self.state_names.values()), spinning)
+        return self.graph(name, inputs, decoder_outputs(self.state_names.values()), spinning, threads)
 
     def kept_open(self) -> dict[str, ort.InferenceSession]:
         """The sessions kept open by name (`cached` step graphs, slot graphs), for inspection."""
@@ -163,19 +166,20 @@ class Sessions:
     def cached(self, name: str) -> ort.InferenceSession:
         """A step graph opened on first use and kept: the shared graph (only batches with beams
         use it, so a greedy `attnmt translate` does not pay its load time) and the shortlist ones."""
-        if name not in self._open:
-            self._open[name] = self.step_graph(name)
-        return self._open[name]
+        with self._opening:                 # decode workers share an engine: one session per name
+            if name not in self._open:
+                self._open[name] = self.step_graph(name)
+            return self._open[name]
 
     def graph(self, graph: str, inputs: tuple[str, ...], outputs: tuple[str, ...],
-              spinning: bool | None = None) -> ort.InferenceSession:
+              spinning: bool | None = None, threads: int | None = None) -> ort.InferenceSession:
         """A new session of the manifest's `graph`, refused unless it takes `inputs` (and,
         for step graphs, POSITIONS as decoder_step does) and returns `outputs`; the refusal
         names what is missing or unexpected."""
         if graph not in self.manifest.graphs:
             raise ModelLoadError(f"{self.model_dir}: the manifest names no {graph!r} graph")
         path = self.model_dir / self.manifest.graphs[graph]
-        session = self._open_session(path, graph, spinning)
+        session = self._open_session(path, graph, spinning, threads)
         names_in = tuple(i.name for i in session.get_inputs())
         names_out = tuple(o.name for o in session.get_outputs())
         if graph != "encoder" and POSITIONS in names_in:       # optional: each row's step
@@ -193,10 +197,11 @@ class Sessions:
             self.positions = POSITIONS in names_in
         return session
 
-    def _open_session(self, path: Path, graph: str, spinning: bool | None) -> ort.InferenceSession:
+    def _open_session(self, path: Path, graph: str, spinning: bool | None, threads: int | None
+                      ) -> ort.InferenceSession:
         so = ort.SessionOptions()
         so.graph_optimization_level = _LEVELS[self.options.optimization]
-        so.intra_op_num_threads = self.options.intra_op_threads
+        so.intra_op_num_threads = self.options.intra_op_threads if threads is None else threads
         so.inter_op_num_threads = self.options.inter_op_threads
         spin = self.options.allow_spinning if spinning is None else spinning
         so.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")

@@ -84,19 +84,25 @@ class Server:
 
     def _load_models(self) -> None:
         s = self.settings
-        options = EngineOptions(device=s.device, precision=s.precision, intra_op_threads=s.intra_op_threads,
+        threads = s.worker_threads
+        # decode workers of one thread each share an engine, and step alone on every core when
+        # the others have nothing (idle_spinning's steps)
+        options = EngineOptions(device=s.device, precision=s.precision, intra_op_threads=threads,
                                 inter_op_threads=s.inter_op_threads, optimization=s.graph_optimization,
-                                allow_spinning=s.allow_spinning, idle_spinning=s.idle_spinning, shortlist=s.shortlist)
+                                allow_spinning=s.allow_spinning, idle_spinning=s.idle_spinning, shortlist=s.shortlist,
+                                idle_threads=s.workers if threads == 1 and s.workers > 1 else 0)
         limits = SchedulerLimits.from_settings(s)
         for model_dir in s.models:
-            engine = Engine(model_dir, options)
-            engine.shared_decoder  # noqa: B018 - a server loads every graph up front: a bad one stops start-up
+            engines = [Engine(model_dir, options) for _ in range(1 if threads == 1 else s.workers)]
+            for engine in engines:
+                engine.shared_decoder  # noqa: B018 - a server loads every graph up front: a bad one stops start-up
+            engine = engines[0]
             name = engine.manifest.name
             if name in self.models:
                 raise ConfigError(f"models: two model directories are both named {name!r}")
             translator = Translator(engine, max_tokens=s.max_tokens_per_sentence)
             scheduler = Scheduler(translator, limits, self.metrics, on_death=self._worker_died,
-                                  retry_hint=self.retry_hint)
+                                  retry_hint=self.retry_hint, engines=engines * (s.workers // len(engines)))
             cache = TranslationCache(s.cache_size, self.metrics, name) if s.cache_size else None
             self.models[name] = ServedModel(translator, scheduler, cache)
             self.metrics.model_info.labels(name, engine.manifest.version, engine.provider).set(1)
@@ -206,13 +212,13 @@ class Server:
         """No model can take one more sentence (and the server is not draining, which
         the core answers UNAVAILABLE)."""
         return not self.core.draining and all(
-            m.scheduler.worker.waiting >= m.scheduler.limits.max_queue for m in self.models.values())
+            m.scheduler.waiting >= m.scheduler.limits.max_queue for m in self.models.values())
 
     def refusal(self, request) -> Overloaded:
         """The gate's refusal of a call while `queues_full`, before any of the core's work
         (OverloadGate); the waiting count is the least busy model's."""
         sentences = len(request.sentences) if isinstance(request, pb.TranslateRequest) else 1
-        waiting = min(m.scheduler.worker.waiting for m in self.models.values())
+        waiting = min(m.scheduler.waiting for m in self.models.values())
         return queue_full(waiting, self.settings.max_queue, max(sentences, 1), self.retry_hint, self.metrics)
 
     def _worker_died(self, error: BaseException) -> None:

@@ -67,11 +67,16 @@ class Metrics:
                                        registry=r)
         self.http_active = Gauge("http_server_active_requests", "HTTP requests being answered.", registry=r)
 
-        self.queue_depth = Gauge("attnmt_queue_depth", "Sentences waiting to join the decode batch.", registry=r)
-        self.inflight = Gauge("attnmt_inflight_sentences", "Sentences in the decode batch.", registry=r)
-        self.cache_bytes = Gauge("attnmt_decoder_cache_bytes", "Bytes of the decode batch's growing states (a "
-                                 "Transformer's self-attention caches) at the last step; 0 for an RNNsearch.",
+        # Read from the decode workers at scrape time (`watch`): summed over every model's workers.
+        self._workers: list = []
+        self.queue_depth = Gauge("attnmt_queue_depth", "Sentences waiting to join a decode batch.", registry=r)
+        self.inflight = Gauge("attnmt_inflight_sentences", "Sentences in the decode batches.", registry=r)
+        self.cache_bytes = Gauge("attnmt_decoder_cache_bytes", "Bytes of the decode batches' growing states (a "
+                                 "Transformer's self-attention caches) at their last step; 0 for an RNNsearch.",
                                  registry=r)
+        self.queue_depth.set_function(lambda: sum(w.waiting for w in self._workers))
+        self.inflight.set_function(lambda: sum(w.inflight for w in self._workers))
+        self.cache_bytes.set_function(lambda: sum(w.cache_bytes for w in self._workers))
         self.batch_rows = Histogram("attnmt_batch_rows", "Decoder rows per step (a beam of k is k rows).",
                                     buckets=ROW_BUCKETS, registry=r)
         self.queue_wait = Histogram("attnmt_queue_wait_seconds", "Time from admission to joining the batch.",
@@ -103,3 +108,8 @@ class Metrics:
         for reason in REJECT_REASONS:  # present from the start, so rate() works from the first scrape
             for protocol in PROTOCOLS:
                 self.rejected.labels(reason, protocol)
+
+    def watch(self, worker) -> None:
+        """Count a decode worker (worker.py) in the queue, in-flight and cache gauges: its
+        `waiting`, `inflight` and `cache_bytes`, read at each scrape."""
+        self._workers.append(worker)

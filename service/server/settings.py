@@ -93,7 +93,14 @@ class Settings(BaseSettings):
     # Off by default: bf16 through OpenVINO decodes faster, but its answers differ from f32's.
     precision: Literal["f32", "bf16"] = Field("f32", description="bf16: bfloat16 matrix products "
                                                                  "(device openvino only)")
-    intra_op_threads: int = Field(0, ge=0, description="ONNX Runtime threads per step (0: one per core)")
+    intra_op_threads: int = Field(0, ge=0, description="ONNX Runtime threads per step (0: the cores shared out "
+                                                       "between the decode workers)")
+    # Two workers of one thread each beat one of two threads on 2 cores (docs/benchmarks.md):
+    # each step's parallel-for waits for its slowest thread, and a lone thread waits for nobody.
+    decode_workers: int = Field(0, ge=0, le=64, description="decode workers per model, each with its own batch "
+                                "and a share of the cores and of max_batch_rows, max_batch_tokens and "
+                                "max_cache_bytes (0: two on a CPU with the cores for two workers of "
+                                "intra_op_threads each, else one; at most one per beam that max_batch_rows holds)")
     inter_op_threads: int = Field(1, ge=0, description="ONNX Runtime inter-op threads")
     graph_optimization: Literal["disable", "basic", "extended", "all"] = Field(
         "all", description="ORT graph optimisation (`disable` also leaves the float16 weights' Casts to run at "
@@ -273,6 +280,22 @@ class Settings(BaseSettings):
         return self
 
     @property
+    def workers(self) -> int:
+        """Decode workers per model: decode_workers, or its default; never more than the beams
+        max_batch_rows holds (each worker's share must take a whole beam)."""
+        chosen = self.decode_workers
+        if not chosen:                  # two where the cores hold two workers of intra_op_threads each
+            chosen = 2 if self.device == "cpu" and cores() >= 2 * max(1, self.intra_op_threads) else 1
+        return max(1, min(chosen, self.max_batch_rows // self.max_beam_size))
+
+    @property
+    def worker_threads(self) -> int:
+        """ONNX Runtime threads each decode worker's steps run on (0: ONNX Runtime's default)."""
+        if self.intra_op_threads or self.device != "cpu":
+            return self.intra_op_threads
+        return max(1, cores() // self.workers) if self.workers > 1 else 0
+
+    @property
     def queue_delay_seconds(self) -> float:
         """max_queue_delay_ms, or its default for the batching mode, in seconds."""
         if self.max_queue_delay_ms is not None:
@@ -287,6 +310,11 @@ class Settings(BaseSettings):
         return Limits(self.max_file_bytes if max_bytes is None else max_bytes, self.max_document_chars,
                       max(1, self.max_document_sentences // 8), max_entry_sentences=self.max_document_sentences,
                       max_html_bytes=self.max_html_file_bytes)
+
+
+def cores() -> int:
+    """The CPUs this process may run on (its affinity: a container's cpuset, taskset)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def read_config_file(path: Path) -> dict:

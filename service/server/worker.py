@@ -1,5 +1,6 @@
-"""The decode worker: one thread per model that owns its `DecodeBatch` and runs
-decoder steps back to back while it has rows.
+"""The decode worker: a thread that owns its `DecodeBatch` and runs decoder steps
+back to back while it has rows. A model has one or more (`decode_workers`; the
+scheduler gives each sentence to one), each with its own batch and queue.
 
 Iteration-level (continuous) batching: the unit is the decoder step (Orca,
 OSDI 2022, for Transformers; the same holds for RNN decoders). Before every
@@ -85,6 +86,7 @@ class SchedulerLimits:
     max_bulk_rows_beside_interactive: int   # bulk rows a step admits while interactive work is about
     retry_after: float
     continuous: bool
+    workers: int = 1                  # decode workers of the model (each gets scheduler.worker_share of these)
 
     @classmethod
     def from_settings(cls, settings: "Settings") -> "SchedulerLimits":
@@ -93,7 +95,7 @@ class SchedulerLimits:
                    max_cache_bytes=s.max_cache_bytes, max_queue=s.max_queue, max_queue_delay=s.queue_delay_seconds,
                    min_joiners=s.min_joiners, max_join_delay=s.max_join_delay_ms / 1000,
                    max_bulk_rows_beside_interactive=s.max_bulk_rows_beside_interactive,
-                   retry_after=s.retry_after_seconds, continuous=s.batching == "continuous")
+                   retry_after=s.retry_after_seconds, continuous=s.batching == "continuous", workers=s.workers)
 
 
 @dataclass(eq=False)
@@ -108,6 +110,7 @@ class Job:
     client: str = ""                  # who asked (admission is fair between clients)
     priority: int = INTERACTIVE       # INTERACTIVE (unary calls) or BULK (streams)
     protocol: str = "grpc"            # how the call came (metrics' `protocol` label)
+    worker: int = 0                   # which of the model's decode workers has it (the scheduler's choice)
     enqueued: float = field(default_factory=time.monotonic)
     outcome: str | None = None        # TRANSLATED, FAILED, CANCELLED, EXPIRED or UNANSWERED, set once
     # Written by the worker, for traces and the request log (rpc_record.py): when the
@@ -146,7 +149,8 @@ Result = tuple[Job, Exception | None]
 class DecodeWorker:
     def __init__(self, engine: Engine, limits: SchedulerLimits, metrics: Metrics, name: str,
                  deliver: Callable[[list[Result]], None], on_death: Callable[[BaseException], None],
-                 last_refusal: Callable[[], float] = lambda: float("-inf")):
+                 last_refusal: Callable[[], float] = lambda: float("-inf"),
+                 others_busy: Callable[[], bool] = lambda: False, index: int = 0):
         self.limits = limits
         self.metrics = metrics
         self.name = name
@@ -154,6 +158,7 @@ class DecodeWorker:
         self._deliver = deliver            # called on the worker thread; must hand over thread-safely
         self._on_death = on_death
         self._last_refusal = last_refusal  # time.monotonic() of the server's latest refusal
+        self._others_busy = others_busy    # whether another worker of the model has sentences in its batch
         # The inbox, shared with the event loop under _cond: appended to there, emptied here.
         self._cond = threading.Condition()
         self._arrivals: list[Job] = []
@@ -176,7 +181,12 @@ class DecodeWorker:
         self._bulk_joined = float("-inf")           # when a bulk sentence last joined the batch
         self.steps = 0
         self.rows = 0                      # rows over all steps (Job.rows is a difference of these)
-        self.thread = threading.Thread(target=self._main, name=f"decode-{name}", daemon=True)
+        # Written here, read by the scheduler and the metrics' gauges at scrape time.
+        self.inflight = 0                  # sentences in the batch
+        self.cache_bytes = 0               # the batch's growing states at the last step
+        self.thread = threading.Thread(target=self._main, name=f"decode-{name}" + (f"-{index}" if index else ""),
+                                       daemon=True)
+        metrics.watch(self)
 
     # --- called from the event loop ---------------------------------------------
 
@@ -197,7 +207,6 @@ class DecodeWorker:
             self._arriving_rows += sum(job.width for job in jobs)
             self._put_count += len(jobs)
             self._cond.notify()
-        self.metrics.queue_depth.set(self.waiting)
 
     def withdraw(self, jobs: list[Job]) -> None:
         """The callers gave up: the worker drops these sentences at its next step boundary
@@ -211,15 +220,20 @@ class DecodeWorker:
         """Stop after the current step; the worker answers every sentence it holds
         (UNAVAILABLE) before it exits. True once it has exited; False if it is still
         in a step after `timeout` seconds (then it answers when that step ends)."""
+        self.request_stop()
+        if self.thread.ident is None:               # never started: it holds nothing but the inbox
+            return True
+        self.thread.join(timeout)
+        return not self.thread.is_alive()
+
+    def request_stop(self) -> None:
+        """`stop` without the wait: new sentences are refused and the worker stops after its
+        current step (the scheduler asks every worker first, then waits for them together)."""
         with self._cond:
             self._stopping = True
             if self._refusal is None:
                 self._refusal = lambda: Unavailable(SHUTTING_DOWN)
             self._cond.notify()
-        if self.thread.ident is None:               # never started: it holds nothing but the inbox
-            return True
-        self.thread.join(timeout)
-        return not self.thread.is_alive()
 
     # --- the worker thread -------------------------------------------------------
 
@@ -251,8 +265,7 @@ class DecodeWorker:
         next step (None when stopping)."""
         with self._cond:
             while not (self._stopping or self._arrivals or self._withdrawals or self._waiting or self._jobs):
-                self.metrics.queue_depth.set(0)
-                self.metrics.inflight.set(0)
+                self.inflight = 0
                 self._cond.wait()
             if not self._jobs and not self._waiting and self._arrivals and self.limits.max_queue_delay:
                 self._gather()
@@ -262,7 +275,6 @@ class DecodeWorker:
         if not stopping:
             results += self._drop_dead()
             joining = [] if self._defer_joining() else self._admit()
-            self.metrics.queue_depth.set(self.waiting)
         if results:
             self._deliver(results)
         return joining
@@ -408,16 +420,16 @@ class DecodeWorker:
             job.joined, job.totals_joined = now, (self.steps, self.rows)
         if not self._jobs:
             return
+        idle = self._idle(self.batch.n_rows + sum(j.width for j in joining))
         start = time.perf_counter()
         if joining:
-            self.batch.add([j.search for j in joining])
+            self.batch.add([j.search for j in joining], idle)
             self.metrics.encoder_seconds.observe(time.perf_counter() - start)
             encoded = time.monotonic()
             for job in joining:
                 job.encoded = encoded
         rows = self.batch.n_rows
-        self.metrics.cache_bytes.set(self.batch.cache_bytes())
-        idle = self._idle(rows)
+        self.cache_bytes, self.inflight = self.batch.cache_bytes(), len(self._jobs)
         if idle:
             self.metrics.idle_steps.inc()
         stepped = time.perf_counter()
@@ -435,7 +447,7 @@ class DecodeWorker:
             return
         results = [(job, None) for job in self._held + done]
         self._held = []
-        self.metrics.inflight.set(len(self._jobs))
+        self.inflight = len(self._jobs)
         if results:
             self._deliver(results)
 
@@ -443,11 +455,12 @@ class DecodeWorker:
         """Whether the next step has cores to spare (IDLE_ROWS, IDLE_AFTER_REFUSAL). Bulk work
         neither waiting nor beside interactive sentences counts: it waits and stays narrow by
         design (_admit), and a file's backlog must not take the spinning threads from the
-        interactive calls it yields to."""
+        interactive calls it yields to. Nor while another worker of the model has sentences:
+        its steps need the cores the spinning threads would take."""
         if self._waiting.has(INTERACTIVE) or time.monotonic() - self._last_refusal() <= IDLE_AFTER_REFUSAL:
             return False
         interactive_rows = sum(j.width for j in self._jobs.values() if j.priority == INTERACTIVE)
-        return (interactive_rows or rows) <= IDLE_ROWS
+        return (interactive_rows or rows) <= IDLE_ROWS and not self._others_busy()
 
     # --- a failed step ------------------------------------------------------------
 
@@ -471,7 +484,7 @@ class DecodeWorker:
         self._jobs.clear()
         held, self._held = self._held, []
         self.batch = DecodeBatch(self._engine)
-        self.metrics.inflight.set(0)
+        self.inflight = 0
         if held:                                    # request-level: finished before the failure
             self._deliver([(job, None) for job in held])
         while self._suspects:
@@ -535,7 +548,6 @@ class DecodeWorker:
             if job.outcome is None:
                 job.outcome = FAILED if isinstance(error, DecodeFailed) else UNANSWERED
                 results.append((job, error))
-        self.metrics.queue_depth.set(0)
-        self.metrics.inflight.set(0)
+        self.inflight = self.cache_bytes = 0
         if results:
             self._deliver(results)

@@ -224,8 +224,10 @@ def test_settings_are_valid_service_settings(rendered, monkeypatch):
     assert settings.http_enabled and settings.http_port == HTTP_PORT, "the Service and NetworkPolicy expect HTTP"
     assert settings.device == ("cuda" if variant == "gpu" else "cpu")
     if variant == "base":
-        # ONNX Runtime's "0 = one per core" would count the node's cores, not the pod's.
-        assert settings.intra_op_threads == int(container(objects)["resources"]["limits"]["cpu"])
+        # ONNX Runtime's "0 = one per core" would count the node's cores, not the pod's: the
+        # decode workers' threads together are the CPU limit, whatever the node has
+        assert settings.decode_workers and settings.intra_op_threads
+        assert settings.workers * settings.worker_threads == int(container(objects)["resources"]["limits"]["cpu"])
 
 
 def test_shutdown_fits_in_the_termination_grace_period(rendered):

@@ -25,7 +25,9 @@ def run(coro):
 
 
 def limits(**settings) -> SchedulerLimits:
-    """The server's own limits: Settings' defaults with `settings` over them (a beam fits the rows)."""
+    """The server's own limits: Settings' defaults with `settings` over them (a beam fits the rows),
+    one decode worker unless `settings` says otherwise."""
+    settings.setdefault("decode_workers", 1)
     beam = min(Settings.model_fields["max_beam_size"].default, settings.get("max_batch_rows", 64))
     beams = {"max_beam_size": beam, "default_beam_size": min(beam, Settings.model_fields["default_beam_size"].default)}
     return SchedulerLimits.from_settings(Settings(**{**beams, **settings}))
@@ -68,11 +70,11 @@ def test_steps_keep_running_while_the_event_loop_is_blocked(translator):
     async def main():
         scheduler = await started(translator)
         search = translator.search(LONG, SearchOptions(beam_size=4))
-        before, give_up = scheduler.worker.steps, time.monotonic() + 30
+        before, give_up = scheduler.workers[0].steps, time.monotonic() + 30
         (job,) = scheduler.submit([search], None)
-        while scheduler.worker.steps < before + 5 and time.monotonic() < give_up:
+        while scheduler.workers[0].steps < before + 5 and time.monotonic() < give_up:
             time.sleep(0.01)                      # the event loop is blocked
-        progressed = scheduler.worker.steps - before
+        progressed = scheduler.workers[0].steps - before
         await job.future
         await scheduler.close()
         return progressed, search
@@ -127,10 +129,10 @@ def test_cancelled_sentence_leaves_between_steps_and_others_finish(translator):
         long_job.future.cancel()
         await short_job.future
         for _ in range(100):
-            if len(scheduler.worker.batch) == 0:
+            if len(scheduler.workers[0].batch) == 0:
                 break
             await asyncio.sleep(0.01)
-        left = len(scheduler.worker.batch)
+        left = len(scheduler.workers[0].batch)
         await scheduler.close()
         return left, short
     left, short = run(main())
@@ -173,7 +175,7 @@ def test_full_queue_refuses_and_close_fails_what_is_left(translator):
         # Hold the worker's lock (reentrant: put() takes it on this thread too) so that it cannot
         # admit, or even finish, the first two before the third arrives; without it the test
         # depended on the tiny model being slower than two submit() calls.
-        with scheduler.worker._cond:
+        with scheduler.workers[0]._cond:
             jobs = scheduler.submit([translator.search(LONG, SearchOptions()) for _ in range(2)], None)
             with pytest.raises(Overloaded, match="max_queue is 2"):
                 scheduler.submit([translator.search(SHORT, SearchOptions()) for _ in range(2)], None)
@@ -193,11 +195,11 @@ def test_a_busy_batch_takes_joiners_together_or_after_the_delay(translator):
     async def main(max_join_delay_ms):
         scheduler = await started(translator, max_batch_rows=8, min_joiners=3, max_join_delay_ms=max_join_delay_ms)
         busy = scheduler.submit([translator.search(SHORT, SearchOptions(), target=target) for _ in range(5)], None)
-        while scheduler.worker.steps < 2:
+        while scheduler.workers[0].steps < 2:
             await asyncio.sleep(0.001)
         first, = scheduler.submit([translator.search(SHORT, SearchOptions())], None)
-        seen = scheduler.worker.steps
-        while scheduler.worker.steps < seen + 20 and max_join_delay_ms > 1000:
+        seen = scheduler.workers[0].steps
+        while scheduler.workers[0].steps < seen + 20 and max_join_delay_ms > 1000:
             await asyncio.sleep(0.001)
         alone_after_20_steps = first.joined is None
         others = [] if max_join_delay_ms < 1000 else scheduler.submit(
@@ -372,3 +374,133 @@ def test_a_files_backlog_does_not_keep_an_interactive_call_from_idle_steps(trans
     worker._waiting.clear()
     del worker._jobs[user.search.id]
     assert worker._idle(IDLE_ROWS) and not worker._idle(IDLE_ROWS + 1)   # bulk alone: its rows count
+
+
+# --- several decode workers per model ---------------------------------------------------
+
+def test_two_workers_share_the_work_and_get_what_offline_gets(translator):
+    """Each sentence goes to the worker with the fewest: both decode, each in its own batch
+    with half the rows, and every answer is what offline decoding gives."""
+    texts = [s for s, _ in synthetic_corpus(30, seed=5)] + [LONG, SHORT]
+    offline = [t.best.text for t in translator.translate(texts)]
+    greedy_and_beam = [SearchOptions(beam_size=1 + (i % 3 == 0)) for i in range(len(texts))]
+    offline_beam = [t.best.text for t in translator.translate([texts[i] for i in range(0, len(texts), 3)],
+                                                              SearchOptions(beam_size=2))]
+
+    async def main():
+        scheduler = await started(translator, decode_workers=2, max_batch_rows=8, max_beam_size=2,
+                                  default_beam_size=1)
+        assert [w.limits.max_batch_rows for w in scheduler.workers] == [4, 4]
+        searches = [translator.search(t, o) for t, o in zip(texts, greedy_and_beam)]
+        jobs = scheduler.submit(searches, None)
+        await asyncio.gather(*(j.future for j in jobs))
+        steps = [w.steps for w in scheduler.workers]
+        await scheduler.close()
+        return searches, jobs, steps
+    searches, jobs, steps = run(main())
+    assert all(steps) and {j.worker for j in jobs} == {0, 1}
+    got = texts_of(translator, searches, texts)
+    assert [g for i, g in enumerate(got) if i % 3] == [o for i, o in enumerate(offline) if i % 3]
+    assert got[::3] == offline_beam
+
+
+def test_with_two_workers_a_cancel_reaches_the_worker_that_holds_the_sentence(translator):
+    async def main():
+        scheduler = await started(translator, decode_workers=2)
+        long_jobs = scheduler.submit([translator.search(LONG, SearchOptions()) for _ in range(4)], None)
+        assert sorted(j.worker for j in long_jobs) == [0, 0, 1, 1]
+        scheduler.cancel(long_jobs[:2])
+        short, = scheduler.submit([translator.search(SHORT, SearchOptions())], None)
+        await asyncio.gather(short.future, *(j.future for j in long_jobs[2:]))
+        await scheduler.close()
+        return scheduler, long_jobs
+    scheduler, long_jobs = run(main())
+    assert [j.outcome for j in long_jobs] == ["cancelled", "cancelled", "translated", "translated"]
+    assert scheduler.metrics.registry.get_sample_value("attnmt_rejected_total",
+                                                       {"reason": "cancelled", "protocol": "grpc"}) == 2
+
+
+def test_a_stop_answers_the_sentences_of_every_worker(translator):
+    async def main():
+        scheduler = await started(translator, decode_workers=2, max_batch_rows=2)
+        jobs = scheduler.submit([translator.search(LONG, SearchOptions()) for _ in range(10)], None)
+        await asyncio.sleep(0.05)
+        await scheduler.close()
+        outcomes = await asyncio.gather(*(j.future for j in jobs), return_exceptions=True)
+        return scheduler, outcomes
+    scheduler, outcomes = run(main())
+    assert len(outcomes) == 10
+    assert all(isinstance(o, Unavailable) or o.done for o in outcomes)
+    assert not any(w.thread.is_alive() for w in scheduler.workers)
+
+
+def test_the_gauges_count_every_workers_sentences(translator):
+    """attnmt_queue_depth and attnmt_inflight_sentences sum the workers' counts at scrape time."""
+    async def main():
+        scheduler = await started(translator, decode_workers=2, max_batch_rows=2)
+        jobs = scheduler.submit([translator.search(LONG, SearchOptions()) for _ in range(8)], None)
+        registry = scheduler.metrics.registry
+        give_up = time.monotonic() + 30
+        while sum(w.inflight for w in scheduler.workers) < 2 and time.monotonic() < give_up:
+            await asyncio.sleep(0.001)
+        seen = (registry.get_sample_value("attnmt_queue_depth"), registry.get_sample_value("attnmt_inflight_sentences"),
+                [w.waiting for w in scheduler.workers], [w.inflight for w in scheduler.workers])
+        await asyncio.gather(*(j.future for j in jobs))
+        await scheduler.close()
+        return seen, registry.get_sample_value("attnmt_inflight_sentences")
+    (depth, inflight, waiting, held), after = run(main())
+    assert inflight >= 2 and depth >= 0 and depth + inflight <= 8
+    assert after == 0
+
+
+def test_a_lone_sentence_steps_on_every_core_only_while_the_other_worker_is_empty(translator, monkeypatch):
+    """With two workers, a step counts as idle (the engine's idle sessions, every core) only
+    when the other worker has no sentence in its batch."""
+    from attnmt.service.inference.batch import DecodeBatch
+    seen: list[bool] = []
+    original = DecodeBatch.step
+
+    def recording(self, idle=False):
+        seen.append(idle)
+        return original(self, idle)
+    monkeypatch.setattr(DecodeBatch, "step", recording)
+
+    async def main(other_busy: bool):
+        scheduler = await started(translator, decode_workers=2)
+        first, other = scheduler.workers
+        assert not first._others_busy()
+        if other_busy:
+            other.inflight = 1                   # as the other worker's thread writes it before its steps
+            assert first._others_busy() and not other._others_busy()
+        seen.clear()
+        job, = scheduler.submit([translator.search(LONG, SearchOptions())], None)
+        await job.future
+        other.inflight = 0
+        await scheduler.close()
+        return job.worker, list(seen)
+    worker, alone = run(main(False))
+    assert worker == 0 and alone and all(alone)
+    worker, beside = run(main(True))
+    assert worker == 0 and beside and not any(beside)
+
+
+def test_a_call_one_worker_refuses_is_refused_whole(translator):
+    """Sentences of one call go to both workers; if one refuses (stopping), the call fails at
+    once and the other worker drops what it was given (at its next step boundary), counted."""
+    async def main():
+        scheduler = await started(translator, decode_workers=2)
+        first, second = scheduler.workers
+        second.request_stop()
+        await asyncio.to_thread(second.thread.join, 30)
+        with pytest.raises(Unavailable):
+            scheduler.submit([translator.search(LONG, SearchOptions()) for _ in range(2)], None)
+        give_up = time.monotonic() + 30
+        while first.waiting and time.monotonic() < give_up:
+            await asyncio.sleep(0.005)
+        waiting = first.waiting
+        await scheduler.close()
+        return scheduler, waiting
+    scheduler, waiting = run(main())
+    assert waiting == 0
+    assert scheduler.metrics.registry.get_sample_value("attnmt_rejected_total",
+                                                       {"reason": "cancelled", "protocol": "grpc"}) == 1

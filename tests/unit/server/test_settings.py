@@ -123,3 +123,31 @@ def test_a_gpu_gets_four_times_the_rows_unless_they_are_set():
     assert (gpu.max_batch_rows, gpu.max_batch_tokens) == (GPU_BATCH_ROWS, GPU_BATCH_TOKENS) == (256, 32768)
     chosen = Settings(models=[model], device="cuda", max_batch_rows=32)
     assert (chosen.max_batch_rows, chosen.max_batch_tokens) == (32, 32768)
+
+
+@pytest.mark.parametrize("cpus", [1, 2, 8])
+def test_decode_workers_default_to_two_of_one_thread_each_on_two_cores(monkeypatch, cpus):
+    """Two workers on a CPU of two cores or more (one on one core, one on a GPU), the cores
+    shared out between them; never more workers than whole beams fit in max_batch_rows."""
+    from attnmt.service.server import settings as settings_module
+    monkeypatch.setattr(settings_module, "cores", lambda: cpus)
+    s = load_settings(models=["m"])
+    assert s.workers == (2 if cpus >= 2 else 1)
+    assert s.worker_threads == {1: 0, 2: 1, 8: 4}[cpus]
+    assert load_settings(models=["m"], intra_op_threads=3).worker_threads == 3
+    # threads set for one worker (a pod's CPU limit) keep one worker unless the cores hold two
+    assert load_settings(models=["m"], intra_op_threads=2).workers == (2 if cpus >= 4 else 1)
+    assert load_settings(models=["m"], decode_workers=3).workers == 3
+    assert load_settings(models=["m"], max_batch_rows=9, max_beam_size=5, decode_workers=4).workers == 1
+    assert load_settings(models=["m"], max_batch_rows=1, max_beam_size=1, default_beam_size=1).workers == 1
+    assert load_settings(models=["m"], device="cuda").workers == 1
+
+
+def test_each_worker_gets_its_share_of_the_batch_limits():
+    from attnmt.service.server.scheduler import worker_share
+    from attnmt.service.server.worker import SchedulerLimits
+    limits = SchedulerLimits.from_settings(load_settings(models=["m"], decode_workers=2, max_batch_rows=64,
+                                                         max_batch_tokens=8192, max_cache_bytes=2**20))
+    share = worker_share(limits)
+    assert (share.max_batch_rows, share.max_batch_tokens, share.max_cache_bytes) == (32, 4096, 2**19)
+    assert share.max_queue == limits.max_queue        # the queue's bound stays the model's

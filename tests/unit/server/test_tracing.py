@@ -103,7 +103,7 @@ def test_server_errors_are_recorded_on_the_span(tiny_model, exporter):
         # One row: two long aligns hold it and the queue, so a short deadline expires there.
         busy = [asyncio.ensure_future(stub.Align(pb.AlignRequest(source=LONG, target=LONG_TARGET), timeout=60))
                 for _ in range(2)]
-        worker = server.models["tiny"].scheduler.worker
+        worker = server.models["tiny"].scheduler.workers[0]
         give_up = time.monotonic() + 60
         while worker.waiting < 1:
             assert time.monotonic() < give_up, "the long aligns never queued"

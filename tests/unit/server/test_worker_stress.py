@@ -106,9 +106,9 @@ def gates(monkeypatch):
             g.finished(self)
         return finished
 
-    def gated_add(self, searches):
+    def gated_add(self, searches, idle=False):
         g.add(self)
-        return add(self, searches)
+        return add(self, searches, idle)
 
     def gated_remove(self, search):
         g.remove(self)
@@ -124,7 +124,7 @@ def gates(monkeypatch):
 
 async def started(translator, gates, **settings) -> Scheduler:
     scheduler = Scheduler(translator, limits(**settings), Metrics())
-    gates.worker = scheduler.worker
+    gates.worker = scheduler.workers[0]
     scheduler.start()
     return scheduler
 
@@ -235,7 +235,7 @@ def test_a_stop_that_outlasts_a_step_answers_every_call_and_leaves_the_worker_al
 
     async def main():
         scheduler = Scheduler(translator, limits(max_batch_rows=4), Metrics(), on_death=deaths.append)
-        gates.worker = scheduler.worker
+        gates.worker = scheduler.workers[0]
         scheduler.start()
         gates.step.arm()
         jobs = scheduler.submit([search(translator, LONG) for _ in range(3)], None)
@@ -244,7 +244,7 @@ def test_a_stop_that_outlasts_a_step_answers_every_call_and_leaves_the_worker_al
         await scheduler.close(timeout=0.05)
         pending = [j for j in jobs + queued if not j.future.done()]
         gates.step.open()
-        exited = await asyncio.to_thread(scheduler.worker.stop, 30)
+        exited = await asyncio.to_thread(scheduler.workers[0].stop, 30)
         outcomes = await asyncio.gather(*(j.future for j in jobs + queued), return_exceptions=True)
         return scheduler, jobs + queued, pending, exited, outcomes
     with caplog.at_level(logging.WARNING):
@@ -268,7 +268,7 @@ def test_a_stop_answers_sentences_wherever_the_worker_holds_them(translator, gat
         await gate.wait_reached()
         later = scheduler.submit([search(translator, LONG) for _ in range(2)], None) if where == "inbox" else []
         closing = asyncio.ensure_future(scheduler.close())
-        while not scheduler.worker._stopping:
+        while not scheduler.workers[0]._stopping:
             await asyncio.sleep(0)
         gate.open()
         await closing
@@ -276,9 +276,9 @@ def test_a_stop_answers_sentences_wherever_the_worker_holds_them(translator, gat
         return scheduler, outcomes, first + later
     scheduler, outcomes, jobs = run(main())
     assert all(isinstance(o, Unavailable) for o in outcomes) and all(j.outcome == UNANSWERED for j in jobs)
-    assert not scheduler.worker.thread.is_alive()
+    assert not scheduler.workers[0].thread.is_alive()
     with pytest.raises(Unavailable):                   # and nothing is taken after
-        scheduler.worker.put([])
+        scheduler.workers[0].put([])
 
 
 # --- the lock the event loop takes ---------------------------------------------------------
@@ -327,9 +327,9 @@ def test_isolation_stops_a_sentence_between_its_steps(translator, gates, how, wh
         victim, poison = search(translator, LONG), search(translator, SHORT)
         gates.poison.add(poison.id)
         if when == "before":
-            gates.step.arm(lambda batch: batch is scheduler.worker.batch)
+            gates.step.arm(lambda batch: batch is scheduler.workers[0].batch)
         else:
-            gates.step.arm(lambda batch: batch is not scheduler.worker.batch and victim in batch.searches)
+            gates.step.arm(lambda batch: batch is not scheduler.workers[0].batch and victim in batch.searches)
         job, bad = scheduler.submit([victim, poison], time.monotonic() + 60)
         await gates.step.wait_reached()
         closing = None
@@ -339,7 +339,7 @@ def test_isolation_stops_a_sentence_between_its_steps(translator, gates, how, wh
             gates.clock.offset = 120
         else:
             closing = asyncio.ensure_future(scheduler.close())
-            while not scheduler.worker._stopping:
+            while not scheduler.workers[0]._stopping:
                 await asyncio.sleep(0)
         gates.step.open()
         outcomes = await asyncio.gather(job.future, bad.future, return_exceptions=True)
@@ -410,15 +410,15 @@ def test_thousands_of_sentences_each_answered_or_counted_once(translator, gates,
     async def main():
         scheduler = Scheduler(translator, limits(max_batch_rows=32, max_queue=4096), Metrics(),
                               on_death=deaths.append)
-        gates.worker = scheduler.worker
+        gates.worker = scheduler.workers[0]
         handed_back = collections.Counter()
-        hand_back = scheduler.worker._deliver
+        hand_back = scheduler.workers[0]._deliver
 
         def counting(results):
             for job, _ in results:
                 handed_back[id(job)] += 1
             hand_back(results)
-        scheduler.worker._deliver = counting
+        scheduler.workers[0]._deliver = counting
         scheduler.start()
         jobs, made, settled = [], [0], [0]
         stop_now = asyncio.Event()
@@ -475,7 +475,7 @@ def test_thousands_of_sentences_each_answered_or_counted_once(translator, gates,
         seconds = time.monotonic() - started_at
     fates = collections.Counter(job.outcome for job in jobs)
     print(f"{len(jobs)} sentences in {seconds:.1f}s: {dict(fates)}")
-    assert not settled_twice and not deaths and not scheduler.worker.thread.is_alive()
+    assert not settled_twice and not deaths and not scheduler.workers[0].thread.is_alive()
     assert all(job.future.done() for job in jobs)                    # nothing pending after the stop
     assert max(handed_back.values()) == 1 and all(job.outcome is not None for job in jobs)
     for job in jobs:
