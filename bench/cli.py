@@ -72,11 +72,13 @@ def _bench_ctranslate2(args: argparse.Namespace) -> int:
     sources = source_sentences(args.model, args.data, args.sentences)
     agreed = agreement(args.model, args.ctranslate2, sources, args.threads)
     engines = {"fp32": args.ctranslate2, **({"int8": args.ctranslate2_int8} if args.ctranslate2_int8 else {})}
-    report = {**bench_ctranslate2(args.model, engines, sources, args.repeats, args.threads,
-                                  model_int8=args.model_int8, rnnsearch=args.rnnsearch), "agreement": agreed}
+    report = {**bench_ctranslate2(args.model, engines, sources, args.repeats, args.threads, tuple(args.batches),
+                                  model_int8=args.model_int8, rnnsearch=args.rnnsearch, workers=args.workers),
+              "agreement": agreed}
     if args.server_clients:
         models = {"transformer": args.model, **({"rnnsearch": args.rnnsearch} if args.rnnsearch else {})}
-        report["server"] = bench_server(models, sources, args.server_clients, args.repeats, args.threads)
+        report["server"] = bench_server(models, sources, args.server_clients, args.repeats, args.threads,
+                                        workers=args.workers)
     return _bench_report(report, format_ctranslate2(report, agreed), args.json)
 
 
@@ -419,6 +421,11 @@ def _register_serving_benches(bench: argparse._SubParsersAction) -> None:
                         "(default 64; 0: no server)")
     b.add_argument("--repeats", type=int, default=3)
     b.add_argument("--threads", type=int, default=2, help="intra-op threads of every engine and server")
+    b.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="parallel decoders sharing the threads: attnmt's decode workers, CTranslate2's "
+                        "inter_threads (default 1)")
+    b.add_argument("--batches", type=lambda v: [int(x) for x in v.split(",")], default=[64, 1],
+                   help="batch sizes, comma-separated (default 64,1)")
     b.add_argument("--json", type=Path, help="also write the report here")
     b.set_defaults(func=_ctranslate2)
     b = bench.add_parser("fingerprint", help="the served n-best of the test sentences to the last digit (text, "

@@ -72,13 +72,17 @@ _ROWS_METHODS = ("store_state", "put_state", "copy", "free", "permute", "reserve
 _MEMORY_METHODS = ("add", "free", "shrink", "reserve")
 
 
-def _ctranslate2(directory: Path, threads: int):
+def _ctranslate2(directory: Path, threads: int, workers: int = 1):
+    """workers: CTranslate2's inter_threads (batches decoded in parallel), the threads shared out."""
     import ctranslate2
-    return ctranslate2.Translator(str(directory), device="cpu", inter_threads=1, intra_threads=threads)
+    return ctranslate2.Translator(str(directory), device="cpu", inter_threads=workers,
+                                  intra_threads=max(1, threads // workers))
 
 
-def _translator(model_dir: Path, threads: int) -> Translator:
-    return Translator(Engine(model_dir, EngineOptions(intra_op_threads=threads)), max_tokens=10_000)
+def _translator(model_dir: Path, threads: int, workers: int = 1) -> Translator:
+    """workers: attnmt's offline decode workers (decode_all), the threads shared out."""
+    return Translator(Engine(model_dir, EngineOptions(intra_op_threads=max(1, threads // workers))),
+                      max_tokens=10_000, workers=workers)
 
 
 def _options(beam: int) -> SearchOptions:
@@ -150,20 +154,22 @@ def _alternated(runs: dict, sentences: int, repeats: int) -> dict[str, float]:
 def bench_ctranslate2(model_dir: Path, ct2_dirs: dict[str, Path], sources: list[str], repeats: int = 3,
                       threads: int = 2, batches: tuple[int, ...] = (64, 1), beams: tuple[int, ...] = (1, 5),
                       model_int8: Path | None = None, rnnsearch: Path | None = None,
-                      main_batch: int = MAIN_BATCH) -> dict:
+                      main_batch: int = MAIN_BATCH, workers: int = 1) -> dict:
     """sentences/s of each engine and precision, greedy and beam, per batch size; the runs of
     one setting alternate between the engines. model_int8: attnmt's int8 directory of the same
     checkpoint; rnnsearch: an RNNsearch model directory, run at `main_batch` only. At
-    `main_batch` every attnmt model's time is also profiled (`profile`)."""
+    `main_batch` every attnmt model's time is also profiled (`profile`; with one worker only).
+    workers: each batch split between that many parallel decoders, `threads` shared out between
+    them: attnmt's decode workers, CTranslate2's inter_threads (its batch cut into as many)."""
     import ctranslate2
 
-    ours = {"attnmt fp32": _translator(model_dir, threads)}
+    ours = {"attnmt fp32": _translator(model_dir, threads, workers)}
     if model_int8 is not None:
-        ours["attnmt int8"] = _translator(model_int8, threads)
-    rnn = _translator(rnnsearch, threads) if rnnsearch is not None else None
+        ours["attnmt int8"] = _translator(model_int8, threads, workers)
+    rnn = _translator(rnnsearch, threads, workers) if rnnsearch is not None else None
     limit = _limit(ours["attnmt fp32"])
     pieces = _source_pieces(ours["attnmt fp32"], sources)
-    engines = {name: _ctranslate2(path, threads) for name, path in ct2_dirs.items()}
+    engines = {name: _ctranslate2(path, threads, workers) for name, path in ct2_dirs.items()}
     rows, profiles = [], []
     for beam in beams:
         options = _options(beam)
@@ -177,7 +183,8 @@ def bench_ctranslate2(model_dir: Path, ct2_dirs: dict[str, Path], sources: list[
             for name, engine in engines.items():
                 runs[f"ctranslate2 {name}"] = (
                     lambda engine=engine, piece_chunks=piece_chunks, beam=beam, batch=batch:
-                    [engine.translate_batch(c, beam_size=beam, max_batch_size=batch, max_decoding_length=limit)
+                    [engine.translate_batch(c, beam_size=beam, max_batch_size=-(-batch // workers),
+                                            max_decoding_length=limit)
                      for c in piece_chunks])
             rates = _alternated(runs, len(sources), repeats)
             base = rates["attnmt fp32"]
@@ -190,10 +197,11 @@ def bench_ctranslate2(model_dir: Path, ct2_dirs: dict[str, Path], sources: list[
                 row["attnmt_int8_over"] = {k: round(rates["attnmt int8"] / v, 3) for k, v in rates.items()
                                            if k.startswith("ctranslate2 ")}
             rows.append(row)
-            if batch == main_batch:
+            if batch == main_batch and workers == 1:       # the timers follow one thread
                 profiles += [{"model": name, "beam": beam, "batch": batch, **profile(translator, chunks, options)}
                              for name, translator in models.items()]
-    return {"machine": machine(), "sentences": len(sources), "threads": threads, "repeats": repeats,
+    return {"machine": machine(), "sentences": len(sources), "threads": threads, "workers": workers,
+            "repeats": repeats,
             "ctranslate2": ctranslate2.__version__,
             "ctranslate2_compute_types": sorted(ctranslate2.get_supported_compute_types("cpu")),
             "rows": rows, "profile": profiles}
@@ -271,7 +279,7 @@ def profile(translator: Translator, chunks: list[list[str]], options: SearchOpti
 # --- the server against its own offline engine ------------------------------------
 
 def bench_server(models: dict[str, Path], sources: list[str], clients: int = 64, repeats: int = 3,
-                 threads: int = 2, batch: int = MAIN_BATCH) -> dict:
+                 threads: int = 2, batch: int = MAIN_BATCH, workers: int = 1) -> dict:
     """For each model directory (by label: "transformer", "rnnsearch"): `attnmt serve` on free
     loopback ports, default settings but `threads` intra-op threads, `clients` closed-loop gRPC
     clients sending each source once, one a call, greedy; and the offline engine on the same
@@ -281,13 +289,13 @@ def bench_server(models: dict[str, Path], sources: list[str], clients: int = 64,
     options = _options(1)
     request = pb.DecodingOptions(beam_size=1, max_length_ratio=options.max_length_ratio,
                                  max_length_extra=options.max_length_extra)
-    translators = {label: _translator(path, threads) for label, path in models.items()}
+    translators = {label: _translator(path, threads, workers) for label, path in models.items()}
+    env = {"ATTNMT_INTRA_OP_THREADS": str(max(1, threads // workers)), "ATTNMT_DECODE_WORKERS": str(workers)}
     offline = {label: _offline(t, _chunks(sources, batch), options) for label, t in translators.items()}
     rates = {label: {"offline": 0.0, "server": 0.0} for label in models}
     errors = {label: Counter() for label in models}
     with ExitStack() as stack:
-        servers = {label: stack.enter_context(ServerProcess(path, {"ATTNMT_INTRA_OP_THREADS": str(threads)},
-                                                            defaults=True))
+        servers = {label: stack.enter_context(ServerProcess(path, env, defaults=True))
                    for label, path in models.items()}
         for label, server in servers.items():                                                 # warm-up
             translators[label].translate(sources[:8], options)
@@ -353,8 +361,11 @@ def _server_table(server: dict) -> list[str]:
 
 
 def format_ctranslate2(report: dict, agreed: dict | None = None) -> str:
+    workers = report.get("workers", 1)
+    split = (f" shared by {workers} parallel decoders each (attnmt's decode workers, CTranslate2's inter_threads)"
+             if workers > 1 else "")
     lines = [f"attnmt vs CTranslate2 {report['ctranslate2']} on the same weights, {report['sentences']} sentences, "
-             f"{report['threads']} threads, best of {report['repeats']} ({describe(report['machine'])}; "
+             f"{report['threads']} threads{split}, best of {report['repeats']} ({describe(report['machine'])}; "
              f"CTranslate2 CPU compute types {', '.join(report['ctranslate2_compute_types'])})", ""]
     lines += _speed_table(report["rows"])
     against = [f"beam {row['beam']} batch {row['batch']}: {row['attnmt_over']['rnnsearch']}x"

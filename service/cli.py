@@ -130,9 +130,12 @@ def _translator(args: argparse.Namespace):
     if not args.model:
         raise SystemExit("attnmt translate: give --model DIR (offline) or --server HOST:PORT")
     from attnmt.service.inference.engine import Engine, EngineOptions
+    from attnmt.service.inference.offline import offline_workers
     from attnmt.service.text.translator import Translator
-    engine = Engine(args.model, EngineOptions(device=args.device, precision=args.precision, shortlist=args.shortlist))
-    return Translator(engine, max_tokens=10_000)
+    workers, threads = offline_workers(args.device, args.decode_workers)
+    engine = Engine(args.model, EngineOptions(device=args.device, precision=args.precision, shortlist=args.shortlist,
+                                              intra_op_threads=threads))
+    return Translator(engine, max_tokens=10_000, workers=workers)
 
 
 def document_json(document, threshold: float | None) -> dict:
@@ -308,6 +311,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shortlist", action="store_true",
                    help="offline: use the model's lexical shortlist (faster one sentence at a time, slower in "
                         "large batches; off by default)")
+    p.add_argument("--decode-workers", type=int, default=0, metavar="N",
+                   help="offline: decode on N threads, the cores shared out between them (default: two on a CPU "
+                        "of two cores or more, else one)")
     p.add_argument("--server", help="HOST:PORT of an attnmt server")
     p.add_argument("--model-name", default="", help="with --server: which served model")
     p.add_argument("--timeout", type=float, default=60.0)

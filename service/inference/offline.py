@@ -3,6 +3,9 @@ searches through one decode batch, new sentences joining as others finish."""
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 from attnmt.service.inference.batch import DecodeBatch
 from attnmt.service.inference.engine import Engine
 from attnmt.service.inference.search import BEAM, Search
@@ -16,10 +19,34 @@ OFFLINE_ROWS, OFFLINE_BEAM_ROWS = 64, 96
 GPU_ROWS = 256
 
 
-def decode_all(engine: Engine, searches: list[Search], max_rows: int | None = None) -> list[Search]:
+def cores() -> int:
+    """The CPUs this process may run on (its affinity: a container's cpuset, taskset)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def offline_workers(device: str, workers: int = 0) -> tuple[int, int]:
+    """(decode workers, ONNX Runtime threads each) for offline decoding on `device`; workers 0:
+    two of one thread each on a CPU of two cores or more, else one with ONNX Runtime's
+    default threads."""
+    if not workers:
+        workers = 2 if device == "cpu" and cores() >= 2 else 1
+    return workers, (max(1, cores() // workers) if workers > 1 and device == "cpu" else 0)
+
+
+def decode_all(engine: Engine, searches: list[Search], max_rows: int | None = None,
+               workers: int = 1) -> list[Search]:
     """Offline decoding of a list of searches, at most `max_rows` rows at a time
     (default: OFFLINE_ROWS, OFFLINE_BEAM_ROWS with beams, GPU_ROWS on a GPU), longest sources first (the
-    memory is sized once, then only shrinks); new sentences join as others finish."""
+    memory is sized once, then only shrinks); new sentences join as others finish.
+    workers: decode batches on as many threads, each with every workers-th sentence by length
+    (the engine's sessions run concurrent calls; with one ONNX Runtime thread each, two
+    batches on two cores decode more than one batch on both: docs/benchmarks.md)."""
+    if workers > 1 and len(searches) > 1:
+        by_length = sorted(searches, key=lambda s: -s.src_len)
+        with ThreadPoolExecutor(workers, thread_name_prefix="decode") as pool:
+            for done in [pool.submit(decode_all, engine, by_length[i::workers], max_rows) for i in range(workers)]:
+                done.result()
+        return searches
     if max_rows is None and engine.device == "cuda":
         max_rows = GPU_ROWS
     elif max_rows is None:

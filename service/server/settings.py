@@ -18,7 +18,7 @@ from pydantic_settings import BaseSettings, InitSettingsSource, NoDecode, Settin
 from typing_extensions import Annotated
 
 from attnmt.service.errors import ConfigError
-from attnmt.service.inference.offline import GPU_ROWS
+from attnmt.service.inference.offline import GPU_ROWS, cores
 from attnmt.service.inference.sessions import precision_problem
 
 # On a GPU a decoder step costs about the same at 64 rows as at 256, so the defaults with device
@@ -310,11 +310,6 @@ class Settings(BaseSettings):
         return Limits(self.max_file_bytes if max_bytes is None else max_bytes, self.max_document_chars,
                       max(1, self.max_document_sentences // 8), max_entry_sentences=self.max_document_sentences,
                       max_html_bytes=self.max_html_file_bytes)
-
-
-def cores() -> int:
-    """The CPUs this process may run on (its affinity: a container's cpuset, taskset)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def read_config_file(path: Path) -> dict:

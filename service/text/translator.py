@@ -114,8 +114,11 @@ def letterless(text: str, placeholders: re.Pattern | None = None) -> bool:
 class Translator:
     """One served model: its engine plus text handling."""
 
-    def __init__(self, engine: Engine, max_tokens: int = 256, protect_placeholders: bool = True):
+    def __init__(self, engine: Engine, max_tokens: int = 256, protect_placeholders: bool = True,
+                 workers: int = 1):
+        """workers: offline decoding's batches on as many threads (decode_all)."""
         self.engine = engine
+        self.workers = workers
         self.tokenizer = engine.tokenizer
         self.max_tokens = max_tokens
         # A Transformer's position table has max_positions rows: no source and no translation may
@@ -224,13 +227,13 @@ class Translator:
                   replace_unk: bool = False, glossary=None) -> list[Translation]:
         """Offline batch translation (the server schedules instead); a text `copies` is copied."""
         searches = [None if self.copies(t) else self.search(t, options) for t in texts]
-        decode_all(self.engine, [s for s in searches if s is not None], max_rows)
+        decode_all(self.engine, [s for s in searches if s is not None], max_rows, self.workers)
         return [self.result(t, s, replace_unk, glossary) if s else self.copy(t) for t, s in zip(texts, searches)]
 
     def align(self, pairs: list[tuple[str, str]], max_rows: int | None = None) -> list[Translation]:
         """Forced alignment: score and align given targets."""
         searches = [self.search(s, SearchOptions(), target=t) for s, t in pairs]
-        decode_all(self.engine, searches, max_rows)
+        decode_all(self.engine, searches, max_rows, self.workers)
         return [self.result(s, search) for (s, _), search in zip(pairs, searches)]
 
 

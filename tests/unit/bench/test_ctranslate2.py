@@ -174,3 +174,15 @@ def test_cli_runs_every_part(engines, attnmt_int8, tiny_model, data, tmp_path, c
 def test_cli_refuses_a_negative_client_count(capsys):
     assert main(["bench", "ctranslate2", "--ctranslate2", "x", "--server-clients", "-1"]) == 2
     assert "--server-clients" in capsys.readouterr().err
+
+
+def test_bench_ctranslate2_with_two_parallel_decoders_on_each_side(engines, sources):
+    """--workers 2: attnmt's two decode workers against CTranslate2's two inter_threads, one
+    thread each; no profile (its timers follow one thread)."""
+    report = bench_ctranslate2(engines / "attnmt", {"fp32": engines / "fp32"}, sources[:8], repeats=1, threads=2,
+                               batches=(8,), beams=(1,), main_batch=8, workers=2)
+    (row,) = report["rows"]
+    assert report["workers"] == 2 and report["profile"] == []
+    assert set(row["sentences_per_s"]) == {"attnmt fp32", "ctranslate2 fp32"}
+    assert all(rate > 0 for rate in row["sentences_per_s"].values())
+    assert "shared by 2 parallel decoders" in format_ctranslate2(report)

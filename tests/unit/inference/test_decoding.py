@@ -184,6 +184,53 @@ def test_idle_steps_run_the_spinning_session_and_give_the_same_answers(tiny_mode
     assert answers[True] == answers[False]
 
 
+def test_idle_threads_open_idle_sessions_of_that_many_threads_for_the_encoder_too(tiny_model):
+    """Decode workers of one thread each (the server's default on 2 cores) step and encode a
+    lone sentence on every core: idle_threads opens both idle sessions; same answers."""
+    from attnmt.service.inference.engine import Engine, EngineOptions
+    from attnmt.service.text.translator import Translator
+
+    engine = Engine(tiny_model, EngineOptions(intra_op_threads=1, allow_spinning=False, idle_spinning=True,
+                                              idle_threads=2))
+    assert engine._idle_encoder is not None and engine._idle_decoder is not None
+    assert Engine(tiny_model, EngineOptions(allow_spinning=False, idle_spinning=True))._idle_encoder is None
+    translator = Translator(engine)
+    calls = {"encoder": 0}
+    run = engine._idle_encoder.run
+
+    def counted(*args, **kwargs):
+        calls["encoder"] += 1
+        return run(*args, **kwargs)
+    engine._idle_encoder.run = counted
+    answers = []
+    for idle in (False, True):
+        search = translator.search(LONG, SearchOptions(beam_size=2))
+        batch = DecodeBatch(engine)
+        batch.add([search], idle)
+        while len(batch):
+            batch.step(idle)
+        answers.append([(h.tokens, h.log_prob) for h in search.best()])
+        assert calls["encoder"] == idle
+    assert answers[0] == answers[1]
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_two_offline_workers_give_what_one_gives(tiny_model, beam):
+    """decode_all(workers=2): two batches on two threads over one engine of one ONNX Runtime
+    thread, every other sentence by length each; the same translations to the last digit."""
+    from attnmt.service.inference.engine import Engine, EngineOptions
+    from attnmt.service.inference.offline import offline_workers
+
+    engine = Engine(tiny_model, EngineOptions(intra_op_threads=1))
+    texts = [s for s, _ in synthetic_corpus(25, seed=11)] + [LONG, SHORT]
+    results = []
+    for workers in (1, 2):
+        translations = Translator(engine, workers=workers).translate(texts, SearchOptions(beam_size=beam))
+        results.append([(h.text, h.log_prob) for t in translations for h in t.hypotheses])
+    assert results[0] == results[1]
+    assert offline_workers("cuda") == (1, 0) and offline_workers("cpu", 3)[0] == 3
+
+
 def test_encoder_chunks_are_the_cheapest_split(monkeypatch):
     """Encoder calls cover every sentence once, in order, at most ENCODER_MAX_ROWS each, and
     cost no more (per-call overhead plus padded pieces) than any other split: checked
