@@ -32,6 +32,7 @@ import grpc
 import numpy as np
 
 from attnmt.service.inference.engine import Engine, EngineOptions
+from attnmt.service.inference.offline import offline_workers
 from attnmt.service.inference.search import SearchOptions
 from attnmt.service.modeldir.manifest import SRC_MASK
 from attnmt.service.stubs import translator_pb2 as pb
@@ -273,15 +274,21 @@ def bench_serving(model: Path, sentences: list[str], repeats: int = 5, concurren
     options = pb.DecodingOptions(beam_size=1, alignment=pb.ALIGNMENT_WORDS)
     singles = spread(sentences, latency_sentences)
     host = machine()
-    # the offline engine computes as the server does: same device and precision
+    # the offline engine computes as the server does: same device and precision. Throughput is
+    # held against offline decoding as `attnmt translate` runs it (its decode workers), one
+    # sentence's latency against the fastest single call (one batch on every thread).
     chosen = settings or {}
-    translator = Translator(Engine(model, EngineOptions(device=chosen.get("device", "cpu"),
-                                                        precision=chosen.get("precision", "f32"))))
+    device = chosen.get("device", "cpu")
+    workers, threads = offline_workers(device)
+    computed = dict(device=device, precision=chosen.get("precision", "f32"))
+    translator = Translator(Engine(model, EngineOptions(**computed, intra_op_threads=threads)), workers=workers)
+    single = Translator(Engine(model, EngineOptions(**computed))) if workers > 1 else translator
     runs = []
     # Default settings, unless `settings` ({"intra_op_threads": "1"}, say) changes some.
     env = {f"ATTNMT_{k.upper()}": v for k, v in (settings or {}).items()}
     with ServerProcess(model, env, defaults=True) as server:
-        _offline(translator, sentences[:8])                                                  # warm-up both
+        _offline(translator, sentences[:8])                                                  # warm-up all
+        _offline(single, sentences[:8])
         asyncio.run(closed_loop(server.address, sentences, min(concurrency, 8), 2 * concurrency, options))
         for _ in range(repeats):
             run: dict = {}
@@ -298,7 +305,7 @@ def bench_serving(model: Path, sentences: list[str], repeats: int = 5, concurren
             run["server_p50_s"], run["server_p95_s"], run["server_p99_s"] = \
                 (float(x) for x in np.percentile(latencies, [50, 95, 99]))
 
-            run["offline_single_s"] = statistics.median(_offline_latencies(translator, singles))
+            run["offline_single_s"] = statistics.median(_offline_latencies(single, singles))
             latencies, _ = asyncio.run(closed_loop(server.address, singles, 1, len(singles), options))
             run["server_single_s"] = statistics.median(latencies)
             runs.append(run)
@@ -320,7 +327,7 @@ def bench_serving(model: Path, sentences: list[str], repeats: int = 5, concurren
               "tail": served["p99_ms"] / served["p50_ms"]}
     offline, served, ratios = (_rounded(d, 2) for d in (offline, served, ratios))
     return {"machine": host, "model": translator.name, "server_settings": settings or "defaults",
-            "sentences": n, "latency_sentences": len(singles),
+            "offline_workers": workers, "sentences": n, "latency_sentences": len(singles),
             "repeats": repeats, "concurrency": concurrency, "offline": offline, "server": served,
             "server_over_offline": ratios, "runs": runs,
             "targets": [target(f"server sentences/s at concurrency {concurrency} / offline greedy",
@@ -344,7 +351,8 @@ def format_serving(report: dict) -> str:
              "medians.",
              f"Server: `attnmt serve`, default settings, loopback; {c} closed-loop grpc.aio clients in the "
              "benchmark process, one verse per call, beam 1, word alignments. Offline: `Translator.translate` "
-             "in-process, default EngineOptions, greedy, word alignments computed.",
+             f"in-process as `attnmt translate` decodes ({report.get('offline_workers', 1)} decode workers; one "
+             "sentence at a time: one worker on every thread), greedy, word alignments computed.",
              "",
              "| | offline | server | server / offline |",
              "|---|---:|---:|---:|",
