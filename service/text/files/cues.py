@@ -7,7 +7,13 @@ sentence (. ! ? … ♪, closing quotes or brackets after them allowed), the nex
 one (a dialogue dash, ¿ or ¡, ♪), both have the same WebVTT voice (<v Ann>), the next starts
 after this one started and at most MAX_GAP seconds after it ended, and the entry stays
 within MAX_CUES cues and the entry's character limit. Punctuation decides; the gap is a
-guard, so that cues far apart, or one shown beside another, are never joined.
+guard, so that cues far apart, or one shown beside another, are never joined. Subtitlers also
+mark a sentence carried over with an ellipsis at both ends of the cut ("Le dije que..." /
+"...nos veríamos."): such cues join too, the model reads the sentence without those two
+ellipses, and `spread` writes them back at the same cut in the translation. A cue wrapped
+whole in one element (`<i>…</i>`, the usual italic line) keeps its wrapper around its own part
+of the translation: the wrapper stays out of the entry, where the markup transfer would place
+its start by the alignment of the cue's first word, inside the part.
 
 Each entry is HTML (`encode`), so that the documents' markup transfer (markup.py) places
 what stands between the words by the model's alignment, as it places tags in any HTML:
@@ -33,7 +39,7 @@ from __future__ import annotations
 
 import html
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from attnmt.service.text.markup import VOID
 
@@ -48,6 +54,12 @@ _TAG = re.compile(r"</?[A-Za-z][^<>]*>|<\d[\d:.]*>|\{\\[^{}]*\}")
 _NAME = re.compile(r"</?([A-Za-z][^\s<>./]*)")
 _ENDS = re.compile(r"[.!?…。！？♪♫]+[\"'”’»)\]]*$")
 _OPENS = re.compile(r"[\"'“‘«(\[]*[-‐–—¿¡♪♫]")
+# the continuation mark: an ellipsis ending a cue's text and one opening the next (`visible` texts) ...
+_ELLIPSIS_ENDS = re.compile(r"(?:\.\.\.|…)$")
+_ELLIPSIS_OPENS = re.compile(r"^(?:\.\.\.|…)")
+# ... and in a cue's text as sent, with its tags: the ellipsis before any end tags, after any start tags
+_TRAILING = re.compile(r"\s*(\.\.\.|…)((?:\s*</[^<>]*>)*\s*)$")
+_LEADING = re.compile(r"^((?:\s*<[A-Za-z][^<>]*>)*\s*)(\.\.\.|…)\s*")
 # what the documents mode writes for the markup `encode` made
 _WRITTEN = re.compile(r'<span data-t="(\d+)">|(</span>)|<wbr data-t="(\d+)">|<wbr data-cue="(\d+)">')
 _AFTER_START = re.compile(r"(<[A-Za-z][^<>]*>)\s+")      # a space inside a tag's start ...
@@ -72,6 +84,10 @@ class Entry:
     closing: dict[int, str]     # a start tag's number -> its end tag as sent ("" where the cues left it open)
     sizes: list[int]            # each cue's characters of text, for the cut by proportion
     vtt: bool                   # WebVTT: its text holds character references and is written escaped
+    # marker k -> the ellipses taken from both sides of that cut (as sent), written back by `spread`
+    ellipses: dict[int, tuple[str, str]] = field(default_factory=dict)
+    # cue k (in the entry) -> the start and end tag wrapping its whole text (as sent)
+    wrappers: dict[int, tuple[str, str]] = field(default_factory=dict)
 
 
 def visible(text: str) -> str:
@@ -82,8 +98,16 @@ def visible(text: str) -> str:
 def continues(cue: Timed, next_cue: Timed) -> bool:
     """Whether `next_cue` carries on the sentence `cue` began."""
     first, then = visible(cue.text), visible(next_cue.text)
-    return (bool(first and then) and not _ENDS.search(first) and not _OPENS.match(then)
+    open_end = not _ENDS.search(first) and not _OPENS.match(then)
+    return (bool(first and then) and (open_end or _ellipsis_cut(first, then))
             and cue.voice == next_cue.voice and cue.start < next_cue.start <= cue.end + MAX_GAP)
+
+
+def _ellipsis_cut(first: str, then: str) -> bool:
+    """The continuation mark between two cues' visible texts; words on both sides of it."""
+    return (bool(_ELLIPSIS_ENDS.search(first) and _ELLIPSIS_OPENS.match(then))
+            and bool(visible(_ELLIPSIS_ENDS.sub("", first)).strip(" .…")
+                     and _ELLIPSIS_OPENS.sub("", then).strip(" .…")))
 
 
 def group(cues: list[Timed], max_chars: int, vtt: bool) -> list[Entry]:
@@ -105,10 +129,24 @@ def encode(cues: list[Timed], span: range, vtt: bool) -> Entry:
     tags: list[str] = []
     closing: dict[int, str] = {}
     open_tags: list[tuple[str, int]] = []       # (name, number) of the spans open, innermost last
-    for k, i in enumerate(span):
+    texts = [cues[i].text for i in span]
+    wrappers: dict[int, tuple[str, str]] = {}
+    if len(texts) > 1:
+        for k, text in enumerate(texts):
+            whole = _wrapper(text)
+            if whole is not None:
+                wrappers[k], texts[k] = (whole[0], whole[2]), whole[1]
+    ellipses: dict[int, tuple[str, str]] = {}
+    for k in range(1, len(texts)):              # the continuation mark leaves the model's text
+        before, after = _TRAILING.search(texts[k - 1]), _LEADING.match(texts[k])
+        if before and after and _ellipsis_cut(visible(texts[k - 1]), visible(texts[k])):
+            ellipses[k] = (before.group(1), after.group(2))
+            texts[k - 1] = texts[k - 1][:before.start()] + before.group(2)
+            texts[k] = after.group(1) + texts[k][after.end():]
+    for k, text in enumerate(texts):
         if k:
             parts.append(MARKER.format(k) + " ")
-        text, at = cues[i].text, 0
+        at = 0
         for m in _TAG.finditer(text):
             parts.append(_escape(text[at:m.start()], vtt))
             at = m.end()
@@ -130,7 +168,16 @@ def encode(cues: list[Timed], span: range, vtt: bool) -> Entry:
             else:                               # a timestamp, an ASS code, a void or stray tag
                 parts.append(f'<wbr data-t="{n}">')
         parts.append(_escape(text[at:], vtt))
-    return Entry(span, "".join(parts), tags, closing, [max(1, len(visible(cues[i].text))) for i in span], vtt)
+    return Entry(span, "".join(parts), tags, closing, [max(1, len(visible(t))) for t in texts], vtt, ellipses,
+                 wrappers)
+
+
+def _wrapper(text: str) -> tuple[str, str, str] | None:
+    """(start tag, inner text, end tag) when one element wraps the cue's whole text, else None."""
+    m = re.fullmatch(r"\s*(<([A-Za-z][\w.-]*)[^<>]*>)(.*?)(</\2\s*>)\s*", text, re.S | re.I)
+    if m is None or re.search(rf"</{re.escape(m.group(2))}\b", m.group(3), re.I):
+        return None                 # none, or <i>a</i> b <i>c</i>: two elements, not one around it all
+    return m.group(1), m.group(3), m.group(4)
 
 
 def _escape(text: str, vtt: bool) -> str:
@@ -171,8 +218,26 @@ def spread(entry: Entry, translation: str) -> tuple[list[str], bool]:
     pieces[-1].append(_unescape(translation[at:], entry.vtt))
     texts = [_tidy("".join(p)) for p in pieces]
     if markers == list(range(1, len(entry.cues))) and all(visible(t) for t in texts):
-        return texts, True
-    return proportional(_tidy(" ".join(texts)), entry.sizes), len(entry.cues) == 1
+        return _with_ellipses(entry, texts), True
+    return _with_ellipses(entry, proportional(_tidy(" ".join(texts)), entry.sizes)), len(entry.cues) == 1
+
+
+def _with_ellipses(entry: Entry, texts: list[str]) -> list[str]:
+    """The cues' wrappers and the continuation marks `encode` took out, written back: each
+    wrapper around its cue's part, each mark at its cut, after the last word before it (inside
+    its end tags), before the first word after it (inside its start tags); a comma or semicolon
+    the translation put at the cut gives way to the ellipsis."""
+    texts = list(texts)
+    for k, (start, end) in entry.wrappers.items():
+        if k < len(texts) and visible(texts[k]):
+            texts[k] = start + texts[k] + end
+    for k, (trailing, leading) in entry.ellipses.items():
+        if k < len(texts) and visible(texts[k - 1]) and visible(texts[k]):
+            end = re.match(r"^(.*?)[,;:]?((?:</[^<>]*>)*)$", texts[k - 1], re.S)
+            texts[k - 1] = end.group(1) + trailing + end.group(2)
+            start = re.match(r"^((?:<[A-Za-z][^<>]*>)*)(.*)$", texts[k], re.S)
+            texts[k] = start.group(1) + leading + start.group(2)
+    return texts
 
 
 def proportional(text: str, sizes: list[int]) -> list[str]:

@@ -57,6 +57,10 @@ def translated(markup: str, words: dict[str, str]) -> str:
     ("I told him that we", "would meet at noon.", 1.5, False),          # too long a pause
     ("I told him that we", "would meet at noon.", -2.0, False),         # shown at the same time
     ("<i></i>", "would meet at noon.", 0.04, False),                    # nothing to join
+    ("Le dije que...", "...nos veríamos.", 0.04, True),                 # the continuation mark
+    ("<i>Le dije que…</i>", "<i>…nos veríamos.</i>", 0.04, True),
+    ("Le dije que...", "Nos veríamos.", 0.04, False),                   # a pause, not a cut
+    ("...", "...nos veríamos.", 0.04, False),                           # no words before the cut
 ])
 def test_which_cues_join(first, then, gap, joins):
     assert continues(Timed(first, 1.0, 3.0), Timed(then, 3.0 + gap, 5.0)) is joins
@@ -159,3 +163,44 @@ def test_the_bundled_model_translates_the_sentence_whole_and_spreads_it():
     assert joined.count("<i>") == joined.count("</i>") == 1 and "&amp;" not in joined
     whole = translator.translate(["Le dije que nos veríamos al mediodía & luego."], SearchOptions(beam_size=1))
     assert re.sub(r"</?i>", "", joined).split() == whole[0].best.text.split()
+
+
+ELLIPSES = """1
+00:00:01,000 --> 00:00:02,500
+<i>Le dije que...</i>
+
+2
+00:00:02,540 --> 00:00:04,000
+<i>...nos veríamos al mediodía.</i>
+"""
+
+
+def test_the_continuation_mark_joins_the_cues_and_comes_back_at_the_cut():
+    """An ellipsis at both ends of a cut: one sentence for the model, without them; the
+    translation gets them back where the marker cuts it, inside the cues' tags."""
+    document = files.read("a.srt", ELLIPSES.encode(), LIMITS)
+    (text,) = document.texts
+    assert "..." not in text and MARKER.format(1) in text
+    words = {"Le dije que": "I told him", "nos veríamos al mediodía.": "we would meet at noon."}
+    out = blocks(document.write([translated(text, words)], "en").decode())
+    assert [b[2:] for b in out] == [["<i>I told him...</i>"], ["<i>...we would meet at noon.</i>"]]
+    # cut by proportion (no marker written): the marks still come back at the cut
+    out = blocks(document.write(["I told him we would meet at noon."], "en").decode())
+    assert [b[2:] for b in out] == [["<i>I told him...</i>"], ["<i>...we would meet at noon.</i>"]]
+    assert document.proportional == 1
+
+
+def test_a_cue_wrapped_whole_keeps_its_wrapper_around_its_own_part():
+    """Two italic cues joined: each part of the translation comes back in its cue's italics,
+    wherever the model's alignment would have put the second start tag."""
+    srt = SPLIT.replace("Le dije\nque nos", "<i>Le dije\nque nos</i>").replace(
+        "veríamos al mediodía.", "<font color=\"#ff0\">veríamos al mediodía.</font>")
+    document = files.read("a.srt", srt.encode(), LIMITS)
+    text = document.texts[0]
+    assert "<" not in text.replace(MARKER.format(1), "")          # the wrappers are not the model's
+    out = blocks(document.write([f"we would{MARKER.format(1)} I told him that meet at noon.", "Bye."],
+                                "en").decode())
+    assert out[0][2:] == ["<i>we", "would</i>"]                   # its two lines, as sent
+    assert out[1][2:] == ['<font color="#ff0">I told him that meet at noon.</font>']
+    assert cues._wrapper("<i>a</i> b <i>c</i>") is None and cues._wrapper("a <i>b</i>") is None
+    assert cues._wrapper(" <b>dos</b> ") == ("<b>", "dos", "</b>")
