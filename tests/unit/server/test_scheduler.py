@@ -504,3 +504,38 @@ def test_a_call_one_worker_refuses_is_refused_whole(translator):
     assert waiting == 0
     assert scheduler.metrics.registry.get_sample_value("attnmt_rejected_total",
                                                        {"reason": "cancelled", "protocol": "grpc"}) == 1
+
+
+def test_when_one_of_two_workers_dies_every_call_still_ends_once(translator, monkeypatch):
+    """One worker dies outside a step: its calls fail INTERNAL, new calls are refused, the
+    death is reported once; the other worker's sentences are still answered, translated or
+    refused by the stop, never left waiting."""
+    from attnmt.service.errors import DecodeFailed
+    from attnmt.service.server.worker import DecodeWorker
+    deaths, doomed = [], []
+    original = DecodeWorker._next_joiners
+
+    def broken(self):
+        if self in doomed and self._jobs:
+            raise RuntimeError("injected fault")
+        return original(self)
+    monkeypatch.setattr(DecodeWorker, "_next_joiners", broken)
+
+    async def main():
+        scheduler = Scheduler(translator, limits(decode_workers=2), Metrics(), on_death=deaths.append)
+        doomed.append(scheduler.workers[1])
+        scheduler.start()
+        jobs = scheduler.submit([translator.search(LONG, SearchOptions()) for _ in range(6)], None)
+        assert sorted(j.worker for j in jobs) == [0, 0, 0, 1, 1, 1]
+        outcomes = await asyncio.wait_for(asyncio.gather(*(j.future for j in jobs), return_exceptions=True), 30)
+        with pytest.raises(DecodeFailed, match="has stopped"):
+            scheduler.submit([translator.search(SHORT, SearchOptions())], None)
+        await scheduler.close()
+        return jobs, outcomes
+    jobs, outcomes = run(main())
+    for job, outcome in zip(jobs, outcomes):
+        if job.worker == 1:
+            assert isinstance(outcome, DecodeFailed)
+        else:
+            assert outcome is job.search and outcome.done
+    assert len(deaths) == 1 and isinstance(deaths[0], RuntimeError)
