@@ -32,7 +32,7 @@ import grpc
 import numpy as np
 
 from attnmt.service.inference.engine import Engine, EngineOptions
-from attnmt.service.inference.offline import offline_workers
+from attnmt.service.inference.offline import workers_and_threads
 from attnmt.service.inference.search import SearchOptions
 from attnmt.service.modeldir.manifest import SRC_MASK
 from attnmt.service.stubs import translator_pb2 as pb
@@ -279,7 +279,7 @@ def bench_serving(model: Path, sentences: list[str], repeats: int = 5, concurren
     # sentence's latency against the fastest single call (one batch on every thread).
     chosen = settings or {}
     device = chosen.get("device", "cpu")
-    workers, threads = offline_workers(device)
+    workers, threads = workers_and_threads(device)
     computed = dict(device=device, precision=chosen.get("precision", "f32"))
     translator = Translator(Engine(model, EngineOptions(**computed, intra_op_threads=threads)), workers=workers)
     single = Translator(Engine(model, EngineOptions(**computed))) if workers > 1 else translator
@@ -327,7 +327,7 @@ def bench_serving(model: Path, sentences: list[str], repeats: int = 5, concurren
               "tail": served["p99_ms"] / served["p50_ms"]}
     offline, served, ratios = (_rounded(d, 2) for d in (offline, served, ratios))
     return {"machine": host, "model": translator.name, "server_settings": settings or "defaults",
-            "offline_workers": workers, "sentences": n, "latency_sentences": len(singles),
+            "workers_and_threads": workers, "sentences": n, "latency_sentences": len(singles),
             "repeats": repeats, "concurrency": concurrency, "offline": offline, "server": served,
             "server_over_offline": ratios, "runs": runs,
             "targets": [target(f"server sentences/s at concurrency {concurrency} / offline greedy",
@@ -351,7 +351,7 @@ def format_serving(report: dict) -> str:
              "medians.",
              f"Server: `attnmt serve`, default settings, loopback; {c} closed-loop grpc.aio clients in the "
              "benchmark process, one verse per call, beam 1, word alignments. Offline: `Translator.translate` "
-             f"in-process as `attnmt translate` decodes ({report.get('offline_workers', 1)} decode workers; one "
+             f"in-process as `attnmt translate` decodes ({report.get('workers_and_threads', 1)} decode workers; one "
              "sentence at a time: one worker on every thread), greedy, word alignments computed.",
              "",
              "| | offline | server | server / offline |",

@@ -130,9 +130,9 @@ def _translator(args: argparse.Namespace):
     if not args.model:
         raise SystemExit("attnmt translate: give --model DIR (offline) or --server HOST:PORT")
     from attnmt.service.inference.engine import Engine, EngineOptions
-    from attnmt.service.inference.offline import offline_workers
+    from attnmt.service.inference.offline import workers_and_threads
     from attnmt.service.text.translator import Translator
-    workers, threads = offline_workers(args.device, args.decode_workers)
+    workers, threads = workers_and_threads(args.device, args.decode_workers)
     engine = Engine(args.model, EngineOptions(device=args.device, precision=args.precision, shortlist=args.shortlist,
                                               intra_op_threads=threads))
     return Translator(engine, max_tokens=10_000, workers=workers)

@@ -24,13 +24,16 @@ def cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def offline_workers(device: str, workers: int = 0) -> tuple[int, int]:
-    """(decode workers, ONNX Runtime threads each) for offline decoding on `device`; workers 0:
-    two of one thread each on a CPU of two cores or more, else one with ONNX Runtime's
-    default threads."""
+def workers_and_threads(device: str, workers: int = 0, threads: int = 0) -> tuple[int, int]:
+    """(decode workers, ONNX Runtime threads each) on `device`, the one rule for the server and
+    offline decoding. workers 0: two where the CPU's cores hold two workers of `threads` (one
+    when 0) each, else one; threads 0: the cores shared out between two or more workers, ONNX
+    Runtime's default for one (and off the CPU)."""
     if not workers:
-        workers = 2 if device == "cpu" and cores() >= 2 else 1
-    return workers, (max(1, cores() // workers) if workers > 1 and device == "cpu" else 0)
+        workers = 2 if device == "cpu" and cores() >= 2 * max(1, threads) else 1
+    if not threads and device == "cpu" and workers > 1:
+        threads = max(1, cores() // workers)
+    return workers, threads
 
 
 def decode_all(engine: Engine, searches: list[Search], max_rows: int | None = None,

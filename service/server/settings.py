@@ -18,7 +18,7 @@ from pydantic_settings import BaseSettings, InitSettingsSource, NoDecode, Settin
 from typing_extensions import Annotated
 
 from attnmt.service.errors import ConfigError
-from attnmt.service.inference.offline import GPU_ROWS, cores
+from attnmt.service.inference.offline import GPU_ROWS, workers_and_threads
 from attnmt.service.inference.sessions import precision_problem
 
 # On a GPU a decoder step costs about the same at 64 rows as at 256, so the defaults with device
@@ -283,17 +283,13 @@ class Settings(BaseSettings):
     def workers(self) -> int:
         """Decode workers per model: decode_workers, or its default; never more than the beams
         max_batch_rows holds (each worker's share must take a whole beam)."""
-        chosen = self.decode_workers
-        if not chosen:                  # two where the cores hold two workers of intra_op_threads each
-            chosen = 2 if self.device == "cpu" and cores() >= 2 * max(1, self.intra_op_threads) else 1
+        chosen, _ = workers_and_threads(self.device, self.decode_workers, self.intra_op_threads)
         return max(1, min(chosen, self.max_batch_rows // self.max_beam_size))
 
     @property
     def worker_threads(self) -> int:
         """ONNX Runtime threads each decode worker's steps run on (0: ONNX Runtime's default)."""
-        if self.intra_op_threads or self.device != "cpu":
-            return self.intra_op_threads
-        return max(1, cores() // self.workers) if self.workers > 1 else 0
+        return workers_and_threads(self.device, self.workers, self.intra_op_threads)[1]
 
     @property
     def queue_delay_seconds(self) -> float:

@@ -218,11 +218,11 @@ def spread(entry: Entry, translation: str) -> tuple[list[str], bool]:
     pieces[-1].append(_unescape(translation[at:], entry.vtt))
     texts = [_tidy("".join(p)) for p in pieces]
     if markers == list(range(1, len(entry.cues))) and all(visible(t) for t in texts):
-        return _with_ellipses(entry, texts), True
-    return _with_ellipses(entry, proportional(_tidy(" ".join(texts)), entry.sizes)), len(entry.cues) == 1
+        return _restored(entry, texts), True
+    return _restored(entry, proportional(_tidy(" ".join(texts)), entry.sizes)), len(entry.cues) == 1
 
 
-def _with_ellipses(entry: Entry, texts: list[str]) -> list[str]:
+def _restored(entry: Entry, texts: list[str]) -> list[str]:
     """The cues' wrappers and the continuation marks `encode` took out, written back: each
     wrapper around its cue's part, each mark at its cut, after the last word before it (inside
     its end tags), before the first word after it (inside its start tags); a comma or semicolon

@@ -215,11 +215,11 @@ def test_idle_threads_open_idle_sessions_of_that_many_threads_for_the_encoder_to
 
 
 @pytest.mark.parametrize("beam", [1, 3])
-def test_two_offline_workers_give_what_one_gives(tiny_model, beam):
+def test_two_workers_and_threads_give_what_one_gives(tiny_model, beam):
     """decode_all(workers=2): two batches on two threads over one engine of one ONNX Runtime
     thread, every other sentence by length each; the same translations to the last digit."""
     from attnmt.service.inference.engine import Engine, EngineOptions
-    from attnmt.service.inference.offline import offline_workers
+    from attnmt.service.inference.offline import workers_and_threads
 
     engine = Engine(tiny_model, EngineOptions(intra_op_threads=1))
     texts = [s for s, _ in synthetic_corpus(25, seed=11)] + [LONG, SHORT]
@@ -228,7 +228,7 @@ def test_two_offline_workers_give_what_one_gives(tiny_model, beam):
         translations = Translator(engine, workers=workers).translate(texts, SearchOptions(beam_size=beam))
         results.append([(h.text, h.log_prob) for t in translations for h in t.hypotheses])
     assert results[0] == results[1]
-    assert offline_workers("cuda") == (1, 0) and offline_workers("cpu", 3)[0] == 3
+    assert workers_and_threads("cuda") == (1, 0) and workers_and_threads("cpu", 3)[0] == 3
 
 
 def test_encoder_chunks_are_the_cheapest_split(monkeypatch):

@@ -129,8 +129,8 @@ def test_a_gpu_gets_four_times_the_rows_unless_they_are_set():
 def test_decode_workers_default_to_two_of_one_thread_each_on_two_cores(monkeypatch, cpus):
     """Two workers on a CPU of two cores or more (one on one core, one on a GPU), the cores
     shared out between them; never more workers than whole beams fit in max_batch_rows."""
-    from attnmt.service.server import settings as settings_module
-    monkeypatch.setattr(settings_module, "cores", lambda: cpus)
+    from attnmt.service.inference import offline
+    monkeypatch.setattr(offline, "cores", lambda: cpus)
     s = load_settings(models=["m"])
     assert s.workers == (2 if cpus >= 2 else 1)
     assert s.worker_threads == {1: 0, 2: 1, 8: 4}[cpus]
