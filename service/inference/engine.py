@@ -89,6 +89,10 @@ class Engine:
         self.encoder = self.sessions.graph("encoder", ENCODER_INPUTS, self.encoder_outputs)
         self.decoder = self.sessions.step_graph("decoder_step")
         self.positions = self.sessions.positions            # whether the step graphs take POSITIONS
+        self._state_outputs = frozenset(self.state_names.values())
+        # the states that grow by a position a step (a Transformer's self-attention caches)
+        step_inputs = {i.name: i for i in self.decoder.get_inputs()}
+        self.growing = frozenset(name for name in self.state_names if len(step_inputs[name].shape) >= 3)
         self.cache_entry_bytes, self.cache_initial_length = _cache_size(self.decoder, self.encoder,
                                                                         self.initial_state, self.position_axes)
         # The same graph with spinning threads, for steps while the server is idle (a lone
@@ -180,7 +184,8 @@ class Engine:
     def step(self, prev_tokens: np.ndarray, state: dict[str, np.ndarray], memory: dict, k: int,
              forced_tokens: np.ndarray, memory_index: np.ndarray | None = None,
              vocab_bias: np.ndarray | None = None, candidates: np.ndarray | None = None,
-             idle: bool = False, positions: np.ndarray | None = None) -> StepOutput:
+             idle: bool = False, positions: np.ndarray | None = None,
+             state_out: dict[str, np.ndarray] | None = None) -> StepOutput:
         """One decoder step for R rows.
 
         memory: the manifest's memory by name, numpy arrays or OrtValues on the device;
@@ -193,6 +198,9 @@ class Engine:
         vocab_bias is then 1 x C or R x C, forced_tokens positions in candidates.
         idle: the machine has cores to spare (EngineOptions.idle_spinning); same answers.
         positions: R, each row's step, for graphs that take it (`self.positions`).
+        state_out: on the host, arrays of at least R rows, by state name, whose first R rows
+        receive the new state (shaped as the graph returns it beyond the rows): a decode batch's
+        rows then grow into them and its buffers are reused (`slots.Rows.next_state`).
         """
         session = self._step_graph(shared=memory_index is not None, shortlist=candidates is not None, idle=idle)
         feeds = {"prev_tokens": prev_tokens,
@@ -208,7 +216,9 @@ class Engine:
         names = list(decoder_outputs(self.state_names.values()))
         feeds.update(state)
         feeds.update(memory)
-        if not self.io_binding:
+        if not self.io_binding and state_out:
+            outputs, state = self._run_into(session, names, feeds, state_out)
+        elif not self.io_binding:
             outputs = dict(zip(names, session.run(names, feeds)))
             state = {name: outputs[out] for name, out in self.state_names.items()}
         else:
@@ -219,6 +229,28 @@ class Engine:
             state = {name: values[out] for name, out in self.state_names.items()}
         return StepOutput(outputs["topk_log_probs"], outputs["topk_ids"], outputs["forced_log_probs"],
                           state, outputs["alpha"])
+
+    def _run_into(self, session: ort.InferenceSession, names: list[str], feeds: dict,
+                  state_out: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """A host step whose new state ONNX Runtime writes into the first R rows of
+        `state_out`'s arrays (IO binding to numpy memory): returns (outputs, state_out).
+        ONNX Runtime's own output would have exactly R rows, and a row joining after the
+        step (or a beam's new row) then copied the whole self-attention cache into a larger
+        array (5 % of beam 5's time offline)."""
+        binding = session.io_binding()
+        for name, value in feeds.items():
+            binding.bind_cpu_input(name, np.ascontiguousarray(value))
+        R = len(feeds["prev_tokens"])
+        for name, out in self.state_names.items():
+            buffer = state_out[name]
+            binding.bind_output(out, "cpu", 0, buffer.dtype, [R, *buffer.shape[1:]], buffer.ctypes.data)
+        rest = [name for name in names if name not in self._state_outputs]
+        for name in rest:
+            binding.bind_output(name, "cpu")
+        session.run_with_iobinding(binding)
+        bound = [*self.state_names.values(), *rest]          # get_outputs' order: the binding's
+        outputs = {name: value.numpy() for name, value in zip(bound, binding.get_outputs()) if name in rest}
+        return outputs, state_out
 
     def _step_graph(self, shared: bool, shortlist: bool, idle: bool) -> ort.InferenceSession:
         """Which of the step graphs a step runs: the shared one when rows gather their

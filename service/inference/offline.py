@@ -4,11 +4,13 @@ searches through one decode batch, new sentences joining as others finish."""
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from attnmt.service.inference.batch import DecodeBatch
 from attnmt.service.inference.engine import Engine
 from attnmt.service.inference.search import BEAM, Search
+from attnmt.service.inference.slots import StateBuffers
 
 # Rows per step: greedy is fastest at 64; beams at 96, where more sentences share each
 # step's fixed costs (docs/benchmarks.md).
@@ -17,6 +19,12 @@ OFFLINE_ROWS, OFFLINE_BEAM_ROWS = 64, 96
 # 2026-11-26: 2.1x the greedy sentences/s of 64 rows for RNNsearch, 1.6x for the Transformer,
 # 2.2x and 2.4x with beam 5; docs/benchmarks.md).
 GPU_ROWS = 256
+
+# Step-state memory handed from one offline batch to the next (slots.StateBuffers): a few
+# sets, one for each batch decoding at once (decode workers), kept between calls.
+_SPARE: list[StateBuffers] = []
+_SPARE_LOCK = threading.Lock()
+_SPARE_KEPT = 4
 
 
 def cores() -> int:
@@ -55,7 +63,19 @@ def decode_all(engine: Engine, searches: list[Search], max_rows: int | None = No
     elif max_rows is None:
         max_rows = OFFLINE_BEAM_ROWS if any(s.kind == BEAM for s in searches) else OFFLINE_ROWS
     pending = sorted(searches, key=lambda s: s.src_len)   # pop() takes the longest
-    batch = DecodeBatch(engine)
+    with _SPARE_LOCK:
+        buffers = _SPARE.pop() if _SPARE else StateBuffers()
+    try:
+        _decode(DecodeBatch(engine, buffers), pending, max_rows)
+    finally:
+        with _SPARE_LOCK:
+            if len(_SPARE) < _SPARE_KEPT:
+                _SPARE.append(buffers)
+    return searches
+
+
+def _decode(batch: DecodeBatch, pending: list[Search], max_rows: int) -> None:
+    """Step `batch` until `pending` (sorted shortest first) has all joined and finished."""
     while pending or len(batch):
         joining, rows = [], batch.n_rows
         while pending and (rows + pending[-1].options.beam_size <= max_rows or not (len(batch) or joining)):
@@ -68,4 +88,3 @@ def decode_all(engine: Engine, searches: list[Search], max_rows: int | None = No
             batch.encode(joining + pending[-max_rows:])
         batch.add(joining)
         batch.step()
-    return searches

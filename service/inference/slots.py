@@ -193,12 +193,35 @@ class RowMemory:
         return {name: array[:R] for name, array in self.tensors.items()}
 
 
+class StateBuffers:
+    """Memory a decode batch's steps write their new state into (`Rows.next_state`): two
+    flat buffers a state, by name, used in turn, the one the current state is not in.
+    Fresh arrays at every step cost a page fault per 4 kB as the step writes them (ONNX
+    Runtime's own outputs come from its arena); so a buffer only grows, by a quarter more
+    than asked, and holds the largest state it was asked for until it is dropped. One batch
+    uses a set at a time; `offline.decode_all` hands sets from one batch to the next."""
+
+    def __init__(self):
+        self.pairs: dict[str, list[np.ndarray]] = {}
+
+    def array(self, name: str, shape: list[int], dtype: np.dtype, avoid: np.ndarray) -> np.ndarray:
+        """An uninitialised array of `shape` on the buffer of `name` that `avoid` is not in."""
+        size = int(np.prod(shape))
+        pair = self.pairs.setdefault(name, [np.empty(0, dtype), np.empty(0, dtype)])
+        i = 1 if np.may_share_memory(pair[0], avoid) else 0
+        if pair[i].size < size or pair[i].dtype != dtype:
+            pair[i] = np.empty(size + size // 4, dtype=dtype)
+        return pair[i][:size].reshape(shape)
+
+
 class Rows:
     """Hypothesis rows [0, n) and their histories."""
 
-    def __init__(self, state_shapes: dict[str, tuple[int, ...]], axes: dict[str, int] | None = None):
+    def __init__(self, state_shapes: dict[str, tuple[int, ...]], axes: dict[str, int] | None = None,
+                 buffers: StateBuffers | None = None):
         """state_shapes: each step state's shape for one row, by name; axes: the axis of the
-        batched state a growing state's positions run along (default 1)."""
+        batched state a growing state's positions run along (default 1); buffers: where
+        `next_state` puts the steps' new state (default: a set of its own)."""
         self.n = 0
         self.axes = {name: (axes or {}).get(name, 1) for name in state_shapes}
         self.capacity, self.max_steps, self.length = 0, 0, 0
@@ -213,6 +236,7 @@ class Rows:
         self.tokens = np.zeros((0, 0), dtype=np.int64)   # R x T
         self.log_probs = np.zeros((0, 0), dtype=np.float32)   # R x T
         self.alpha = np.zeros((0, 0, 0), dtype=np.float32)    # R x T x S
+        self.buffers = buffers if buffers is not None else StateBuffers()
 
     _PER_ROW = ("prev", "slot", "score", "steps", "kind", "limit", "origin")
     _HISTORY = ("tokens", "log_probs", "alpha")
@@ -267,17 +291,33 @@ class Rows:
             else:
                 array[row] = value
 
+    def next_state(self, growing: frozenset[str]) -> dict[str, np.ndarray]:
+        """Arrays of `capacity` rows for the next step's state, by name (each state's shape, a
+        position more for the `growing` ones), on `buffers`. The step writes the first rows;
+        rows that join after it, or a beam's new rows, then need no larger array: growing
+        one copied the whole self-attention cache (`_state_rows`)."""
+        out = {}
+        for name, array in self.state.items():
+            shape = list(array.shape)
+            shape[0] = max(self.capacity, self.n)
+            if name in growing:
+                shape[self.axes[name]] += 1
+            out[name] = self.buffers.array(name, shape, array.dtype, avoid=array)
+        return out
+
     def store_state(self, state: dict[str, np.ndarray], n: int) -> None:
         """A step's new state for rows [0, n). A state whose shape changed (a cache that grew
-        by a step) is kept as the step returned it, the live rows' own array: copying it into
-        an array of `capacity` rows moved the whole cache once a step (7 % of a Transformer's
-        greedy time at batch 64, 21 % of beam 5's); rows beyond it are added on demand."""
+        by a step) or that came in an array of more rows (`next_state`) is kept as the step
+        returned it: copying it into an array of `capacity` rows moved the whole cache once a
+        step (7 % of a Transformer's greedy time at batch 64, 21 % of beam 5's); rows beyond
+        it are added on demand."""
         for name, value in state.items():
             array = self.state[name]
-            if array.shape[1:] == value.shape[1:]:
-                array[:n] = value
-            elif n == self.n and value.shape[0] == n and value.flags.c_contiguous and value.flags.writeable:
-                self.state[name] = value
+            if n == self.n and value.shape[0] >= n and value.flags.c_contiguous and value.flags.writeable and (
+                    value.shape[0] > n or array.shape[1:] != value.shape[1:]):
+                self.state[name] = value            # rows beyond n, if any, are written before they are read
+            elif array.shape[1:] == value.shape[1:]:
+                array[:n] = value[:n]
             else:
                 array = self.state[name] = np.zeros((self.capacity, *value.shape[1:]), dtype=array.dtype)
                 array[:n] = value
