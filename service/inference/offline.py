@@ -12,9 +12,10 @@ from attnmt.service.inference.engine import Engine
 from attnmt.service.inference.search import BEAM, Search
 from attnmt.service.inference.slots import StateBuffers
 
-# Rows per step: greedy is fastest at 64; beams at 96, where more sentences share each
-# step's fixed costs (docs/benchmarks.md).
-OFFLINE_ROWS, OFFLINE_BEAM_ROWS = 64, 96
+# Rows per step: greedy is fastest at 64; beams at 160, where more sentences share each
+# step's fixed costs (AMD EPYC, 2026-11-29, beam 5 in chunks of 64 verses: 1.05-1.09x 96 rows
+# with two 1-thread workers, 1.18x with one 2-thread worker; greedy at 96 and 128 rows 0.93-0.95x 64).
+OFFLINE_ROWS, OFFLINE_BEAM_ROWS = 64, 160
 # On a GPU the step's cost barely grows with its rows: 256 rows a step, greedy or beam (H200,
 # 2026-11-26: 2.1x the greedy sentences/s of 64 rows for RNNsearch, 1.6x for the Transformer,
 # 2.2x and 2.4x with beam 5; docs/benchmarks.md).
