@@ -32,34 +32,33 @@ def transformer(tiny_transformer):
     return Translator(Engine(tiny_transformer, EngineOptions(intra_op_threads=1)))
 
 
-def _decode(translator: Translator, options: SearchOptions, plain: bool, monkeypatch) -> tuple[list, DecodeBatch]:
-    """The texts through one batch, half of them joining after two steps."""
-    with monkeypatch.context() as patch:
-        if plain:
-            patch.setattr(DecodeBatch, "_state_out", lambda self, k: None)
-        batch = DecodeBatch(translator.engine)
-        searches = [translator.search(t, options) for t in TEXTS]
-        batch.add(searches[:6])
-        shapes = []
-        for _ in range(2):
-            batch.step()
-            shapes.append({name: (a.shape[0], batch.rows.capacity) for name, a in batch.rows.state.items()})
-        batch.add(searches[6:])
-        while len(batch):
-            batch.step()
+def _decode(translator: Translator, options: SearchOptions, plain: bool) -> tuple[list, list]:
+    """The texts through one batch, half of them joining after two steps; plain: a batch
+    without buffers (the server's), else with its own (offline decoding's)."""
+    batch = DecodeBatch(translator.engine, None if plain else StateBuffers())
+    searches = [translator.search(t, options) for t in TEXTS]
+    batch.add(searches[:6])
+    shapes = []
+    for _ in range(2):
+        batch.step()
+        shapes.append({name: (a.shape[0], batch.rows.capacity) for name, a in batch.rows.state.items()})
+    batch.add(searches[6:])
+    while len(batch):
+        batch.step()
     return [translator.result(t, s) for t, s in zip(TEXTS, searches)], shapes
 
 
-def test_beam_steps_give_the_answers_of_the_plain_step_with_rows_of_the_batch_capacity(transformer, monkeypatch):
+def test_beam_steps_give_the_answers_of_the_plain_step_with_rows_of_the_batch_capacity(transformer):
     options = SearchOptions(beam_size=4, n_best=4)
     assert transformer.engine.growing                      # the caches grow by a position a step
-    want, plain_shapes = _decode(transformer, options, True, monkeypatch)
-    got, shapes = _decode(transformer, options, False, monkeypatch)
+    want, plain_shapes = _decode(transformer, options, True)
+    got, shapes = _decode(transformer, options, False)
     for w, g in zip(want, got):
         assert [h.text for h in g.hypotheses] == [h.text for h in w.hypotheses]
         for a, b in zip(g.hypotheses, w.hypotheses):
             assert a.score == b.score and np.array_equal(a.alignment, b.alignment)
-    # With beams, the new state has the batch's capacity in rows; the plain step's has the rows that ran.
+    # With beams and buffers, the new state has the batch's capacity in rows; the plain step's
+    # (a batch without buffers, as the server's decode workers keep) has the rows that ran.
     assert all(rows == capacity for step in shapes for rows, capacity in step.values())
     assert any(rows < capacity for step in plain_shapes for rows, capacity in step.values())
 
