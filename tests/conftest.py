@@ -99,6 +99,20 @@ def tiny_transformer(tiny_transformer_run, tmp_path_factory) -> Path:
     return out
 
 
+def without_append_step(model_dir: Path, out: Path) -> Path:
+    """A copy of a Transformer's model directory without its append step
+    (`decoder_step_append`), as directories exported before it have it: the engine then steps
+    with decoder_step, which returns each cache with the new entry appended."""
+    import json
+    import shutil
+    shutil.copytree(model_dir, out)
+    (out / "decoder_step_append.onnx").unlink()
+    manifest = json.loads((out / "manifest.json").read_text())
+    del manifest["graphs"]["decoder_step_append"], manifest["files"]["decoder_step_append.onnx"]
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    return out
+
+
 @pytest.fixture(scope="session")
 def tiny_model(tiny_run, tmp_path_factory) -> Path:
     """The tiny run exported to an ONNX model directory (parity-checked by export)."""

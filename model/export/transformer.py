@@ -67,6 +67,8 @@ from attnmt.model.search import TransformerSteps, length_limits
 from attnmt.model.tokenizer import BOS_ID, EOS_ID, MODEL_FILE, PAD_ID, Tokenizer
 from attnmt.model.train import load_model
 from attnmt.service.modeldir.manifest import (
+    APPEND_GRAPH,
+    CACHE_LENGTH,
     ENCODER_INPUTS,
     GRAPHS,
     POSITIONS,
@@ -111,8 +113,8 @@ class Contract:
     def encoder_outputs(self) -> tuple[str, ...]:
         return encoder_outputs(self.memory, self.initial_state.values())
 
-    def step_inputs(self, shared: bool = False) -> tuple[str, ...]:
-        return decoder_inputs(self.memory, self.step_state, shared=shared, positions=True)
+    def step_inputs(self, shared: bool = False, append: bool = False) -> tuple[str, ...]:
+        return decoder_inputs(self.memory, self.step_state, shared=shared, positions=True, append=append)
 
     @property
     def step_outputs(self) -> tuple[str, ...]:
@@ -186,6 +188,30 @@ def layer_step(layer: DecoderLayer, x: Tensor, past_keys: Tensor, past_values: T
     return x, alpha[:, :, 0], keys, values
 
 
+def layer_append_step(layer: DecoderLayer, x: Tensor, past_keys: Tensor, past_values: Tensor, past_mask: Tensor,
+                      cross_keys: Tensor, cross_values: Tensor, src_mask: Tensor) -> tuple[Tensor, ...]:
+    """`layer_step` over caches with room to grow, without appending to them: the new
+    position's scores and values are taken beside the cache's (one softmax over both), and
+    only its keys and values are returned (R x H x 1 x d_k each). past_*: R x H x C x d_k;
+    past_mask: R x 1 x 1 x C, True on each row's own entries."""
+    R, _, d = x.shape
+    H = past_keys.size(1)
+    qkv = layer.self_attention.query_key_value(layer.self_attention_norm(x)).reshape(R, 3 * H, 1, d // H)
+    q, k, v = qkv[:, :H], qkv[:, H:2 * H], qkv[:, 2 * H:]                            # R x H x 1 x d_k each
+    scale = q.size(-1) ** -0.5
+    past = (q @ past_keys.transpose(-2, -1) * scale).masked_fill(~past_mask, float("-inf"))   # R x H x 1 x C
+    new = (q * k).sum(-1, keepdim=True) * scale                                      # R x H x 1 x 1
+    weights = torch.softmax(torch.cat([past, new], dim=-1), dim=-1)
+    C = past_keys.size(2)
+    context = weights[..., :C] @ past_values + weights[..., C:] * v                  # R x H x 1 x d_k
+    x = x + layer.self_attention.output(context.reshape(R, 1, d))
+    q = layer.cross_attention.query(layer.cross_attention_norm(x)).reshape(R, H, 1, d // H)
+    context, alpha = scaled_dot_product_attention(q, cross_keys, cross_values, src_mask)
+    x = x + layer.cross_attention.output(context.reshape(R, 1, d))
+    x = x + layer.ffn(layer.ffn_norm(x))
+    return x, alpha[:, :, 0], k, v
+
+
 class DecoderStepGraph(nn.Module):
     """`decoder_step.onnx`: one step for R rows of any ages, row r attending memory row r,
     with the token choice inside the graph. Its inputs are `Contract.step_inputs()`."""
@@ -241,12 +267,40 @@ class SharedDecoderStepGraph(DecoderStepGraph):
                          forced_tokens, positions)
 
 
+class AppendStepGraph(DecoderStepGraph):
+    """`decoder_step_append.onnx`: the direct step over caches with room to grow. Entries
+    cache_length - positions[r] .. cache_length of row r's caches are its own, the rest
+    (the encoder's dummy entry, left padding, the room beyond cache_length) is masked; the
+    step returns each cache's new entry, which the host writes at position cache_length.
+    Its inputs are `Contract.step_inputs(append=True)`."""
+
+    def forward(self, prev_tokens: Tensor, *inputs: Tensor):
+        L = len(self.model.decoder.layers)
+        caches, cross = inputs[:2 * L], inputs[2 * L:4 * L]
+        src_mask, vocab_bias, k, forced_tokens, positions, cache_length = inputs[4 * L:]
+        decoder = self.model.decoder
+        entry = torch.arange(caches[0].size(2), device=prev_tokens.device)          # C
+        own = (entry.unsqueeze(0) >= (cache_length - positions).unsqueeze(1)) & (entry < cache_length)   # R x C
+        x = decoder.embedding(prev_tokens) * decoder.scale + decoder.positions[positions]   # R x d
+        x = x.unsqueeze(1)                                                           # R x 1 x d
+        entries, alphas = [], []
+        for i, layer in enumerate(decoder.layers):
+            x, alpha, keys, values = layer_append_step(layer, x, caches[2 * i], caches[2 * i + 1],
+                                                       own[:, None, None, :], cross[2 * i], cross[2 * i + 1],
+                                                       src_mask[:, None, None, :])
+            entries += [keys, values]
+            alphas.append(alpha)
+        logits = decoder.output_layer(decoder.layer_norm(x[:, 0]))                   # R x V
+        alpha = alphas[self.model.cfg.alignment_layer][:, self.alignment_heads].mean(1)   # R x S
+        return *choose_tokens(logits, vocab_bias, k, forced_tokens), *entries, alpha
+
+
 def export_graphs(model: Transformer, out_dir: Path) -> None:
     model.eval()
     # The exporter puts each module back in the mode it found it in, its submodules too: a
     # wrapper left in training mode would leave the model with dropout on after the export.
-    encoder, step, shared_step = (graph(model).eval() for graph in (EncoderGraph, DecoderStepGraph,
-                                                                      SharedDecoderStepGraph))
+    encoder, step, shared_step, append_step = (graph(model).eval() for graph in (
+        EncoderGraph, DecoderStepGraph, SharedDecoderStepGraph, AppendStepGraph))
     contract = Contract(len(model.decoder.layers))
     H, d_k = model.cfg.heads, model.cfg.d_model // model.cfg.heads
     src = torch.tensor([[5, 6, 7, EOS_ID], [8, 9, EOS_ID, PAD_ID]])
@@ -285,6 +339,13 @@ def export_graphs(model: Transformer, out_dir: Path) -> None:
                 out_dir / GRAPHS["decoder_step_shared"], contract.step_inputs(shared=True), contract.step_outputs,
                 {**step_axes, **per_sentence, "memory_index": {0: "rows"}})
         declare_outputs(out_dir / GRAPHS["decoder_step_shared"], new_caches)
+        # Caches of 6 positions, 5 in use: rows of 4, 2 and 0 earlier steps, and a position of room.
+        roomy = tuple(torch.zeros(3, H, 6, d_k) for _ in contract.step_state)
+        to_onnx(append_step, (prev, *roomy, *row_memory, *choice, positions, torch.tensor(5)),
+                out_dir / APPEND_GRAPH["decoder_step_append"], contract.step_inputs(append=True),
+                contract.step_outputs, {**step_axes, **per_row})
+        declare_outputs(out_dir / APPEND_GRAPH["decoder_step_append"],
+                        {new: ["rows", H, 1, d_k] for new in contract.step_state.values()})
 
 
 def declare_outputs(path: Path, shapes: dict[str, list]) -> None:
@@ -305,8 +366,8 @@ def declare_outputs(path: Path, shapes: dict[str, list]) -> None:
 # --- the graphs in ONNX Runtime, without the serving engine -------------------------------
 
 def onnx_sessions(model_dir: Path) -> dict:
-    """The three graphs as ONNX Runtime CPU sessions, checked against the contract's names
-    for the manifest's number of decoder layers."""
+    """The three graphs (and the append step where the directory has it) as ONNX Runtime CPU
+    sessions, checked against the contract's names for the manifest's number of decoder layers."""
     import onnxruntime as ort
 
     contract = Contract(load_manifest(model_dir, verify=False).dimensions["decoder_layers"])
@@ -314,9 +375,11 @@ def onnx_sessions(model_dir: Path) -> dict:
     options.log_severity_level = 3
     expected = {"encoder": (ENCODER_INPUTS, contract.encoder_outputs),
                 "decoder_step": (contract.step_inputs(), contract.step_outputs),
-                "decoder_step_shared": (contract.step_inputs(shared=True), contract.step_outputs)}
+                "decoder_step_shared": (contract.step_inputs(shared=True), contract.step_outputs),
+                "decoder_step_append": (contract.step_inputs(append=True), contract.step_outputs)}
     sessions = {}
-    for name, file in GRAPHS.items():
+    optional = {name: file for name, file in APPEND_GRAPH.items() if (model_dir / file).is_file()}
+    for name, file in {**GRAPHS, **optional}.items():
         session = ort.InferenceSession(str(model_dir / file), options, providers=["CPUExecutionProvider"])
         signature = (tuple(i.name for i in session.get_inputs()), tuple(o.name for o in session.get_outputs()))
         if signature != expected[name]:
@@ -327,13 +390,15 @@ def onnx_sessions(model_dir: Path) -> dict:
 
 def onnx_step(session, prev: np.ndarray, caches: dict[str, np.ndarray], memory: dict[str, np.ndarray],
               bias: np.ndarray, k: int, forced: np.ndarray, positions: np.ndarray,
-              memory_index: np.ndarray | None = None) -> dict[str, np.ndarray]:
+              memory_index: np.ndarray | None = None, cache_length: int | None = None) -> dict[str, np.ndarray]:
     """One run of a step graph: caches and memory by name (the contract's step_state inputs
-    and memory); returns every output by name."""
+    and memory); returns every output by name. cache_length: the append step's."""
     feeds = {"prev_tokens": prev, **caches, **memory, "vocab_bias": bias, "k": np.array([k], dtype=np.int64),
              "forced_tokens": forced, POSITIONS: positions}
     if memory_index is not None:
         feeds["memory_index"] = memory_index
+    if cache_length is not None:
+        feeds[CACHE_LENGTH] = np.array(cache_length, dtype=np.int64)
     outputs = [o.name for o in session.get_outputs()]
     return dict(zip(outputs, session.run(outputs, feeds)))
 
@@ -363,14 +428,16 @@ def left_pad(cache: np.ndarray, length: int) -> np.ndarray:
 
 def onnx_greedy(sessions: dict, sources: list[list[int]], vocab_size: int, join_at: list[int] | None = None,
                 teacher: list[list[int]] | None = None, max_ratio: float = 1.5, max_extra: int = 10,
-                check_shared: bool = True) -> tuple[list[Trace], float]:
+                check_shared: bool = True, differences: dict[str, float] | None = None) -> tuple[list[Trace], float]:
     """Greedy search with the direct step graph, the rows in one batch as the server keeps
     them: sentence i joins at step join_at[i] (default 0) with its encoder's initial caches,
     left-padded (or the others' padded) to the batch's T, and leaves at </s> or its length
     limit (`model/search.py` greedy_decode's). forced_tokens are `teacher`'s (else </s>).
     Each step also runs the shared graph (unless not `check_shared`), on per-sentence memory
-    and on beams of 1-3 copies of each row; returns the traces and the shared graph's
-    largest difference from the direct one."""
+    and on beams of 1-3 copies of each row, and with `differences` the append step where
+    `sessions` has it, on the caches with APPEND_ROOM positions of room (its largest
+    difference from the direct graph goes to differences["append_vs_direct"]); returns the
+    traces and the shared graph's largest difference from the direct one."""
     n = len(sources)
     join_at = join_at or [0] * n
     contract = Contract.of_sessions(sessions)
@@ -409,6 +476,10 @@ def onnx_greedy(sessions: dict, sources: list[list[int]], vocab_size: int, join_
                                {name: c[copies] for name, c in caches.items()}, memory, row_bias, PARITY_TOPK,
                                forced[copies], positions[copies], rows[copies])
             shared_diff = max(shared_diff, *(max_diff(shared[name], out[name][copies]) for name in out))
+        if differences is not None and "decoder_step_append" in sessions:
+            differences["append_vs_direct"] = max(differences.get("append_vs_direct", 0.0),
+                                                  _append_difference(sessions["decoder_step_append"], out, prev, caches,
+                                                                     row_memory, bias, forced, positions, contract))
         tokens = out["topk_ids"][:, 0]                                               # R
         keep = []
         for r, (i, token) in enumerate(zip(rows, tokens)):
@@ -422,6 +493,25 @@ def onnx_greedy(sessions: dict, sources: list[list[int]], vocab_size: int, join_
         rows, prev, positions = rows[keep], tokens[keep], positions[keep] + 1
         caches = {name: out[new][keep] for name, new in contract.step_state.items()}
     return traces, shared_diff
+
+
+APPEND_ROOM = 3                                       # positions of room the parity loop gives the append step
+
+
+def _append_difference(session, out: dict[str, np.ndarray], prev: np.ndarray, caches: dict[str, np.ndarray],
+                       memory: dict[str, np.ndarray], bias: np.ndarray, forced: np.ndarray, positions: np.ndarray,
+                       contract: Contract) -> float:
+    """The append step on the direct step's feeds, its caches given APPEND_ROOM positions of
+    room (zeros), against the direct step's outputs `out`: the largest difference of its top k,
+    forced log-probabilities and α, and of each new entry from the last position of the
+    direct step's new caches."""
+    T = next(iter(caches.values())).shape[POSITION_AXIS]
+    roomy = {name: np.pad(c, ((0, 0), (0, 0), (0, APPEND_ROOM), (0, 0))) for name, c in caches.items()}
+    mine = onnx_step(session, prev, roomy, memory, bias, PARITY_TOPK, forced, positions, cache_length=T)
+    worst = max(max_diff(mine[name], out[name]) for name in ("topk_log_probs", "topk_ids", "forced_log_probs", "alpha"))
+    for new in contract.step_state.values():
+        worst = max(worst, max_diff(mine[new], out[new][:, :, -1:]))
+    return worst
 
 
 @torch.no_grad()
@@ -481,10 +571,11 @@ def check_parity(model: Transformer, sessions: dict, sources: list[list[int]], t
     `tolerance`. Raises on any mismatch; returns the figures."""
     theirs = torch_greedy(model, sources)
     join_at = [JOIN_DELAY * (i % 2) for i in range(len(sources))]
+    appended: dict[str, float] = {}
     ours, shared_diff = onnx_greedy(sessions, sources, model.cfg.vocab_size, join_at,
-                                    teacher=[t.tokens for t in theirs])
+                                    teacher=[t.tokens for t in theirs], differences=appended)
     worst = {"memory": memory_difference(model, sessions, sources), "log_probs": 0.0, "forced_log_probs": 0.0,
-             "alpha": 0.0, "shared_vs_direct": shared_diff}
+             "alpha": 0.0, "shared_vs_direct": shared_diff, **appended}
     same = 0
     for o, t in zip(ours, theirs):
         same += o.tokens == t.tokens
@@ -532,12 +623,13 @@ def export_model(model: Transformer, tokenizer: Path, out_dir: Path, name: str, 
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         export_graphs(model, tmp)
-        share_weights(tmp, list(GRAPHS.values()), half=True)
+        graphs = {**GRAPHS, **APPEND_GRAPH}
+        share_weights(tmp, list(graphs.values()), half=True)
         shutil.copy(tokenizer, tmp / MODEL_FILE)
         save_half_checkpoint(model, "transformer", tmp / "checkpoint.pt")
-        files = [*GRAPHS.values(), "weights.bin", MODEL_FILE, "checkpoint.pt"]
+        files = [*graphs.values(), "weights.bin", MODEL_FILE, "checkpoint.pt"]
         manifest = base_manifest(name, "Transformer", source_language, target_language, len(tok),
-                                 model.cfg.to_dict(), dict(GRAPHS), file_entries(tmp, files), training)
+                                 model.cfg.to_dict(), graphs, file_entries(tmp, files), training)
         manifest.update(memory=list(contract.memory), step_state=contract.step_state,
                         initial_state=contract.initial_state, position_axes=contract.position_axes,
                         alignment={"layer": model.cfg.alignment_layer, "heads": alignment_heads(model),

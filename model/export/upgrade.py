@@ -5,7 +5,9 @@ current one from what it already holds, its float16 `checkpoint.pt` and `spm.mod
 - a schema_version 2 Transformer (its caches and cross K/V one [R,T,2*L*d] and two
   [N,S,L*d] tensors, sliced and transposed to heads at every step), into the head-major
   layout of `model/export/transformer.py`; without a checkpoint.pt, from the weights read
-  back from its graphs (`recover.py`). A schema 2 RNNsearch is served as it is.
+  back from its graphs (`recover.py`). A schema 2 RNNsearch is served as it is;
+- a current-schema float Transformer exported before the append step
+  (`decoder_step_append`), which it gains with the rest re-exported as it was.
 
 The export is the ordinary one (`rnnsearch.py`, `transformer.py`), parity check included;
 what the old manifest knew about the model (name, version, languages, training card, test
@@ -25,7 +27,9 @@ from attnmt.corpus.splits import corpus_files, read_parallel
 from attnmt.model.export import rnnsearch, transformer
 from attnmt.model.export.recover import load_model_directory
 from attnmt.model.tokenizer import MODEL_FILE
-from attnmt.service.modeldir.manifest import MANIFEST, SCHEMA_VERSION, write_manifest
+from attnmt.service.modeldir.manifest import APPEND_GRAPH, MANIFEST, SCHEMA_VERSION, write_manifest
+
+APPEND = next(iter(APPEND_GRAPH))       # the step a current-schema Transformer exported before it lacks
 
 # For a directory whose training data is not at hand: short everyday, software and Bible Spanish.
 FALLBACK_SENTENCES = [
@@ -63,13 +67,14 @@ def read_old(model_dir: Path) -> dict:
         raise UpgradeError(f"{model_dir}: no {MANIFEST}, not a model directory")
     old = json.loads(path.read_text(encoding="utf-8"))
     version = old.get("schema_version")
-    if version == SCHEMA_VERSION:
-        raise UpgradeError(f"{model_dir}: already schema_version {SCHEMA_VERSION}, nothing to upgrade")
     is_transformer = old.get("architecture") == "Transformer"
+    if version == SCHEMA_VERSION and not (is_transformer and APPEND not in (old.get("graphs") or {})
+                                          and not old.get("quantization")):
+        raise UpgradeError(f"{model_dir}: already schema_version {SCHEMA_VERSION}, nothing to upgrade")
     if version == 2 and not is_transformer:
         raise UpgradeError(f"{model_dir}: a schema_version 2 {old.get('architecture', 'RNNsearch')} is served as it "
                            "is, nothing to upgrade")
-    if version not in (1, 2):
+    if version not in (1, 2, SCHEMA_VERSION):
         raise UpgradeError(f"{model_dir}: schema_version {version!r}; upgrade-model reads schema_version 1, "
                            "and 2 for a Transformer")
     # A float Transformer's weights can be read back from its graphs; an int8 one's cannot.
@@ -99,7 +104,8 @@ def upgrade_model(model_dir: Path, out_dir: Path | None = None, tolerance: float
             manifest = rnnsearch.export(model_dir / "checkpoint.pt", tokenizer, staged, *described)
         # Same weights, so the same version and the same measured scores.
         manifest.update(version=old["version"], evaluation=old.get("evaluation") or {},
-                        upgraded={"from_schema_version": old["schema_version"], "date": dt.date.today().isoformat()})
+                        upgraded={"from_schema_version": old["schema_version"], "date": dt.date.today().isoformat(),
+                                  **({"added": APPEND} if old["schema_version"] == SCHEMA_VERSION else {})})
         if old.get("quantization") is not None:
             manifest["quantization"] = old["quantization"]
         write_manifest(staged, manifest)

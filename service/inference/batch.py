@@ -71,8 +71,8 @@ class DecodeBatch:
     """
 
     def __init__(self, engine: Engine, buffers: StateBuffers | None = None):
-        """buffers: memory for the steps' new state with beams, reused from an earlier batch
-        (`slots.StateBuffers`; offline decoding); without, the steps keep ONNX Runtime's outputs."""
+        """buffers: memory for the caches of an append step, reused from an earlier batch
+        (`slots.StateBuffers`; offline decoding); default: the batch's own."""
         self.engine = engine
         self._buffers = buffers
         self.searches: list[Search] = []
@@ -144,7 +144,8 @@ class DecodeBatch:
             beyond = {name: tuple(d for i, d in enumerate(value.shape) if i != axes.get(name, 1) - 1)
                       for name, value in values.items()}             # the shape beyond the source axis
             self.memory = Memory({name: (beyond[name], value.dtype) for name, value in values.items()}, axes)
-            self.rows = Rows({name: value.shape for name, value in state.items()}, axes, self._buffers)
+            self.rows = Rows({name: value.shape for name, value in state.items()}, axes, self._buffers,
+                             appending=self.engine.append and self._device is None)
         memory, rows = self.memory, self.rows
         memory.reserve(memory.n + len(searches), max(s.src_len for s in searches))
         rows.reserve(rows.n + len(searches), max(s.max_length for s in searches) + 1, memory.length)
@@ -302,18 +303,7 @@ class DecodeBatch:
                  else self._device.step_state(rows, self.cache_length))
         return engine.step(rows.prev[:R], state, step_memory, k, forced_next, memory_index, vocab_bias=bias,
                            candidates=candidates, idle=idle, positions=rows.steps[:R] if engine.positions else None,
-                           state_out=self._state_out(k))
-
-    def _state_out(self, k: int) -> dict[str, np.ndarray] | None:
-        """Where the step writes its new state (`Engine.step`): for a batch given `buffers`
-        (offline decoding), on the host, with beams (k > 1) and a growing state, arrays of the
-        rows' capacity, since a beam opening adds rows after the step (offline beam 5 in chunks
-        of 64 verses, AMD EPYC: 1.05-1.07x the sentences/s); None otherwise, where binding the
-        arrays costs more than the rows that join save (offline greedy 0.93-0.95x; the server's
-        beam 5 at 64 clients 0.93-0.95x, greedy unchanged)."""
-        if self._buffers is None or self._device is not None or not self.engine.growing or k == 1:
-            return None
-        return self.rows.next_state(self.engine.growing)
+                           cache_length=rows.cache_len if rows.appending else None)
 
     def _keep_alpha_and_state(self, out: StepOutput) -> np.ndarray:
         """Write each row's α into its history and keep the new state; returns t (R), the
@@ -327,7 +317,9 @@ class DecodeBatch:
         rows.alpha[everyone, t, :S] = out.alpha                            # α belongs to the row that produced it
         if S < rows.length:
             rows.alpha[everyone, t, S:] = 0
-        if self._device is None:
+        if rows.appending:
+            rows.append_state(out.state, R)
+        elif self._device is None:
             rows.store_state(out.state, R)
         else:
             self._device.keep(out.state)

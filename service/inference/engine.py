@@ -23,6 +23,7 @@ from attnmt.service.inference.sessions import Sessions
 from attnmt.service.inference.shortlist import Shortlist
 from attnmt.service.inference.slots import Memory, RowMemory
 from attnmt.service.modeldir.manifest import (
+    CACHE_LENGTH,
     ENCODER_INPUTS,
     POSITIONS,
     Manifest,
@@ -87,12 +88,17 @@ class Engine:
         self.position_axes = {name: self.manifest.position_axis(name) for name in (*self.memory_names,
                                                                                     *self.state_names)}
         self.encoder = self.sessions.graph("encoder", ENCODER_INPUTS, self.encoder_outputs)
-        self.decoder = self.sessions.step_graph("decoder_step")
+        io_binding = options.io_binding if options.io_binding is not None else options.device == "cuda"
+        # On the CPU provider, a Transformer exported with it steps with decoder_step_append: its
+        # caches have room to grow and the step returns only the new entries, which the batch
+        # writes in place (slots.Rows.append_state), where decoder_step copied every cache into a
+        # longer one at every step. Not with the shortlist, whose graphs append themselves, nor
+        # on the device path or OpenVINO, which keep the graphs they were measured with.
+        self.append = (options.device == "cpu" and not io_binding and "decoder_step_append" in self.manifest.graphs
+                       and not (options.shortlist and self.manifest.shortlist))
+        step_graph = "decoder_step_append" if self.append else "decoder_step"
+        self.decoder = self.sessions.step_graph(step_graph)
         self.positions = self.sessions.positions            # whether the step graphs take POSITIONS
-        self._state_outputs = frozenset(self.state_names.values())
-        # the states that grow by a position a step (a Transformer's self-attention caches)
-        step_inputs = {i.name: i for i in self.decoder.get_inputs()}
-        self.growing = frozenset(name for name in self.state_names if len(step_inputs[name].shape) >= 3)
         self.cache_entry_bytes, self.cache_initial_length = _cache_size(self.decoder, self.encoder,
                                                                         self.initial_state, self.position_axes)
         # The same graph with spinning threads, for steps while the server is idle (a lone
@@ -103,13 +109,13 @@ class Engine:
         self._idle_decoder: ort.InferenceSession | None = None
         self._idle_encoder: ort.InferenceSession | None = None
         if options.idle_spinning and not options.allow_spinning and options.device == "cpu":
-            self._idle_decoder = self.sessions.step_graph("decoder_step", spinning=True,
+            self._idle_decoder = self.sessions.step_graph(step_graph, spinning=True,
                                                           threads=options.idle_threads or None)
             if options.idle_threads:
                 self._idle_encoder = self.sessions.graph("encoder", ENCODER_INPUTS, self.encoder_outputs,
                                                          spinning=True, threads=options.idle_threads)
         self.provider = self.decoder.get_providers()[0]
-        self.io_binding = options.io_binding if options.io_binding is not None else options.device == "cuda"
+        self.io_binding = io_binding
         self.device = "cuda" if self.provider == "CUDAExecutionProvider" else "cpu"
         # memory name -> the slot graph that gathers it on the device (device.py)
         self.memory_gathers = self.sessions.memory_gathers(self.encoder) if self.io_binding else {}
@@ -184,8 +190,8 @@ class Engine:
     def step(self, prev_tokens: np.ndarray, state: dict[str, np.ndarray], memory: dict, k: int,
              forced_tokens: np.ndarray, memory_index: np.ndarray | None = None,
              vocab_bias: np.ndarray | None = None, candidates: np.ndarray | None = None,
-             idle: bool = False, positions: np.ndarray | None = None,
-             state_out: dict[str, np.ndarray] | None = None) -> StepOutput:
+             idle: bool = False, positions: np.ndarray | None = None, cache_length: int | None = None
+             ) -> StepOutput:
         """One decoder step for R rows.
 
         memory: the manifest's memory by name, numpy arrays or OrtValues on the device;
@@ -198,9 +204,8 @@ class Engine:
         vocab_bias is then 1 x C or R x C, forced_tokens positions in candidates.
         idle: the machine has cores to spare (EngineOptions.idle_spinning); same answers.
         positions: R, each row's step, for graphs that take it (`self.positions`).
-        state_out: on the host, arrays of at least R rows, by state name, whose first R rows
-        receive the new state (shaped as the graph returns it beyond the rows): a decode batch's
-        rows then grow into them and its buffers are reused (`slots.Rows.next_state`).
+        cache_length: with `self.append`, the positions of the caches in use (the state then holds
+        each cache with room beyond them, and StepOutput.state the new entries, R x H x 1 x d_k).
         """
         session = self._step_graph(shared=memory_index is not None, shortlist=candidates is not None, idle=idle)
         feeds = {"prev_tokens": prev_tokens,
@@ -213,12 +218,12 @@ class Engine:
             feeds["candidates"] = candidates
         if self.positions:
             feeds[POSITIONS] = positions
+        if self.append and memory_index is None and candidates is None:
+            feeds[CACHE_LENGTH] = np.array(cache_length, dtype=np.int64)
         names = list(decoder_outputs(self.state_names.values()))
         feeds.update(state)
         feeds.update(memory)
-        if not self.io_binding and state_out:
-            outputs, state = self._run_into(session, names, feeds, state_out)
-        elif not self.io_binding:
+        if not self.io_binding:
             outputs = dict(zip(names, session.run(names, feeds)))
             state = {name: outputs[out] for name, out in self.state_names.items()}
         else:
@@ -229,28 +234,6 @@ class Engine:
             state = {name: values[out] for name, out in self.state_names.items()}
         return StepOutput(outputs["topk_log_probs"], outputs["topk_ids"], outputs["forced_log_probs"],
                           state, outputs["alpha"])
-
-    def _run_into(self, session: ort.InferenceSession, names: list[str], feeds: dict,
-                  state_out: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-        """A host step whose new state ONNX Runtime writes into the first R rows of
-        `state_out`'s arrays (IO binding to numpy memory): returns (outputs, state_out).
-        ONNX Runtime's own output would have exactly R rows, and a row joining after the
-        step (or a beam's new row) then copied the whole self-attention cache into a larger
-        array (5 % of beam 5's time offline)."""
-        binding = session.io_binding()
-        for name, value in feeds.items():
-            binding.bind_cpu_input(name, np.ascontiguousarray(value))
-        R = len(feeds["prev_tokens"])
-        for name, out in self.state_names.items():
-            buffer = state_out[name]
-            binding.bind_output(out, "cpu", 0, buffer.dtype, [R, *buffer.shape[1:]], buffer.ctypes.data)
-        rest = [name for name in names if name not in self._state_outputs]
-        for name in rest:
-            binding.bind_output(name, "cpu")
-        session.run_with_iobinding(binding)
-        bound = [*self.state_names.values(), *rest]          # get_outputs' order: the binding's
-        outputs = {name: value.numpy() for name, value in zip(bound, binding.get_outputs()) if name in rest}
-        return outputs, state_out
 
     def _step_graph(self, shared: bool, shortlist: bool, idle: bool) -> ort.InferenceSession:
         """Which of the step graphs a step runs: the shared one when rows gather their

@@ -21,8 +21,8 @@ OFFLINE_ROWS, OFFLINE_BEAM_ROWS = 64, 160
 # 2.2x and 2.4x with beam 5; docs/benchmarks.md).
 GPU_ROWS = 256
 
-# Step-state memory handed from one offline batch to the next (slots.StateBuffers): a few
-# sets, one for each batch decoding at once (decode workers), kept between calls.
+# Cache memory handed from one offline batch to the next (slots.StateBuffers): a few sets,
+# one for each batch decoding at once (decode workers), kept between calls.
 _SPARE: list[StateBuffers] = []
 _SPARE_LOCK = threading.Lock()
 _SPARE_KEPT = 4

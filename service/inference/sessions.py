@@ -26,10 +26,12 @@ log = logging.getLogger(__name__)
 SLOT_GRAPHS = Path(__file__).parent / "graphs"
 
 # The step graphs by name: (shared, shortlist), which of the contract's optional inputs each takes.
-STEP_GRAPHS = {"decoder_step": (False, False),
-               "decoder_step_shared": (True, False),
-               "decoder_step_shortlist": (False, True),
-               "decoder_step_shared_shortlist": (True, True)}
+# name -> (shared memory, shortlist, append): what the graph takes beyond decoder_step's inputs
+STEP_GRAPHS = {"decoder_step": (False, False, False),
+               "decoder_step_shared": (True, False, False),
+               "decoder_step_shortlist": (False, True, False),
+               "decoder_step_shared_shortlist": (True, True, False),
+               "decoder_step_append": (False, False, True)}
 
 _LEVELS = {"disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
            "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
@@ -155,8 +157,9 @@ class Sessions:
                    ) -> ort.InferenceSession:
         """A new session of one of the `STEP_GRAPHS`; spinning, threads: override allow_spinning
         and intra_op_threads."""
-        shared, shortlist = STEP_GRAPHS[name]
-        inputs = decoder_inputs(self.manifest.memory, self.state_names, shared=shared, shortlist=shortlist)
+        shared, shortlist, append = STEP_GRAPHS[name]
+        inputs = decoder_inputs(self.manifest.memory, self.state_names, shared=shared, shortlist=shortlist,
+                                append=append)
         return self.graph(name, inputs, decoder_outputs(self.state_names.values()), spinning, threads)
 
     def kept_open(self) -> dict[str, ort.InferenceSession]:
@@ -182,18 +185,19 @@ class Sessions:
         session = self._open_session(path, graph, spinning, threads)
         names_in = tuple(i.name for i in session.get_inputs())
         names_out = tuple(o.name for o in session.get_outputs())
+        direct = graph in ("decoder_step", "decoder_step_append")   # the first step graph opened: it decides
         if graph != "encoder" and POSITIONS in names_in:       # optional: each row's step
-            if graph != "decoder_step" and not self.positions:
+            if not direct and not self.positions:
                 raise ModelLoadError(f"{path}: takes {POSITIONS!r} where decoder_step does not")
             inputs = inputs + (POSITIONS,)
-        elif graph != "encoder" and graph != "decoder_step" and self.positions:
+        elif graph != "encoder" and not direct and self.positions:
             raise ModelLoadError(f"{path}: does not take {POSITIONS!r} where decoder_step does")
         problems = _differences("input", names_in, inputs) + _differences("output", names_out, outputs)
         if problems:
             raise ModelLoadError(f"{path}: {'; '.join(problems)} (the graph has inputs {names_in} and outputs "
                                  f"{names_out}; the manifest's memory is {self.manifest.memory}, its step_state "
                                  f"{self.state_names})")
-        if graph == "decoder_step":
+        if direct:
             self.positions = POSITIONS in names_in
         return session
 

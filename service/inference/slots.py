@@ -194,12 +194,13 @@ class RowMemory:
 
 
 class StateBuffers:
-    """Memory a decode batch's steps write their new state into (`Rows.next_state`): two
-    flat buffers a state, by name, used in turn, the one the current state is not in.
-    Fresh arrays at every step cost a page fault per 4 kB as the step writes them (ONNX
-    Runtime's own outputs come from its arena); so a buffer only grows, by a quarter more
-    than asked, and holds the largest state it was asked for until it is dropped. One batch
-    uses a set at a time; `offline.decode_all` hands sets from one batch to the next."""
+    """Memory for an appending batch's caches when they are given room (`Rows._with_room`):
+    two flat buffers a state, by name, used in turn, the one the current cache is not in.
+    Fresh arrays cost a page fault per 4 kB as they are written, which two decode threads
+    take in turn (ONNX Runtime's own outputs come from its arena); so a buffer only grows, by
+    a quarter more than asked, and holds the largest cache it was asked for until it is
+    dropped. One batch uses a set at a time; `offline.decode_all` hands sets from one batch
+    to the next."""
 
     def __init__(self):
         self.pairs: dict[str, list[np.ndarray]] = {}
@@ -218,10 +219,12 @@ class Rows:
     """Hypothesis rows [0, n) and their histories."""
 
     def __init__(self, state_shapes: dict[str, tuple[int, ...]], axes: dict[str, int] | None = None,
-                 buffers: StateBuffers | None = None):
+                 buffers: StateBuffers | None = None, appending: bool = False):
         """state_shapes: each step state's shape for one row, by name; axes: the axis of the
-        batched state a growing state's positions run along (default 1); buffers: where
-        `next_state` puts the steps' new state (default: a set of its own)."""
+        batched state a growing state's positions run along (default 1); appending: the
+        states are caches with room to grow, a step returning only their new entries
+        (`append_state`; the engine's append step); buffers: the memory their room is given
+        on (default: a set of its own)."""
         self.n = 0
         self.axes = {name: (axes or {}).get(name, 1) for name in state_shapes}
         self.capacity, self.max_steps, self.length = 0, 0, 0
@@ -237,6 +240,8 @@ class Rows:
         self.log_probs = np.zeros((0, 0), dtype=np.float32)   # R x T
         self.alpha = np.zeros((0, 0, 0), dtype=np.float32)    # R x T x S
         self.buffers = buffers if buffers is not None else StateBuffers()
+        self.appending = appending
+        self.cache_len = 0          # appending: the positions of every cache in use (the rest is zeros)
 
     _PER_ROW = ("prev", "slot", "score", "steps", "kind", "limit", "origin")
     _HISTORY = ("tokens", "log_probs", "alpha")
@@ -272,10 +277,61 @@ class Rows:
             array = self.state[name] = grown
         return array
 
+    APPEND_ROOM = 16      # positions of room a full cache is given: one copy of the caches every so many steps
+
+    def _with_room(self, name: str, axis: int, keep: int, shift: int = 0) -> np.ndarray:
+        """(appending) State `name` with room: for the live rows, zeros, then their positions
+        [cache_len - keep, cache_len) at [shift, shift + keep), then APPEND_ROOM positions of
+        zeros; rows to capacity, those past the live ones unset (a row is written whole when
+        it is added). On `buffers`, whose memory is reused: fresh arrays cost page faults,
+        which two decode threads take in turn."""
+        array, T, n = self.state[name], self.cache_len, self.n
+        shape = _resized(array.shape, max(array.shape[0], self.capacity), axis, shift + keep + self.APPEND_ROOM)
+        out = self.buffers.array(name, list(shape), array.dtype, avoid=array)
+        out[(slice(0, n), *positions(axis, 0, shift))] = 0
+        out[(slice(0, n), *positions(axis, shift, shift + keep))] = array[(slice(0, n), *positions(axis, T - keep, T))]
+        out[(slice(0, n), *positions(axis, shift + keep))] = 0
+        return out
+
+    def _put_appending(self, row: int, state: dict[str, np.ndarray]) -> None:
+        """put_state with caches of room: the joining row's initial cache ends at cache_len (the
+        live rows' caches move right first if it is longer than theirs: an empty batch)."""
+        wants = max(value.shape[self.axes[name] - 1] for name, value in state.items())
+        if wants > self.cache_len:
+            for name in state:
+                self._state_rows(name, row + 1)
+                self.state[name] = self._with_room(name, self.axes[name], self.cache_len, wants - self.cache_len)
+            self.cache_len = wants
+        T = self.cache_len
+        for name, value in state.items():
+            array = self._state_rows(name, row + 1)
+            axis = self.axes[name]
+            if array.shape[axis] <= T:
+                array = self.state[name] = self._with_room(name, axis, T)
+            n = value.shape[axis - 1]
+            array[row][positions(axis, 0, T - n)] = 0
+            array[row][positions(axis, T - n, T)] = value
+            array[row][positions(axis, T)] = 0
+
+    def append_state(self, entries: dict[str, np.ndarray], n: int) -> None:
+        """(appending) A step's new entry of each cache for rows [0, n) (one position each),
+        written at cache_len, the caches given room first where they are full."""
+        T = self.cache_len
+        for name, entry in entries.items():
+            array = self._state_rows(name, n)
+            axis = self.axes[name]
+            if array.shape[axis] <= T:
+                array = self.state[name] = self._with_room(name, axis, T)
+            array[(slice(0, n), *positions(axis, T, T + 1))] = entry
+        self.cache_len = T + 1
+
     def put_state(self, row: int, state: dict[str, np.ndarray]) -> None:
         """A joining row's initial state. A per-row state of rank 2 or more whose positions
         differ in number from the batch's (a cache, manifest.py) is aligned on the right:
         the shorter one is padded with zeros on the left, the batch's if the row's is longer."""
+        if self.appending:
+            self._put_appending(row, state)
+            return
         for name, value in state.items():
             array = self._state_rows(name, row + 1)
             axis = self.axes[name]
@@ -291,33 +347,17 @@ class Rows:
             else:
                 array[row] = value
 
-    def next_state(self, growing: frozenset[str]) -> dict[str, np.ndarray]:
-        """Arrays of `capacity` rows for the next step's state, by name (each state's shape, a
-        position more for the `growing` ones), on `buffers`. The step writes the first rows;
-        rows that join after it, or a beam's new rows, then need no larger array: growing
-        one copied the whole self-attention cache (`_state_rows`)."""
-        out = {}
-        for name, array in self.state.items():
-            shape = list(array.shape)
-            shape[0] = max(self.capacity, self.n)
-            if name in growing:
-                shape[self.axes[name]] += 1
-            out[name] = self.buffers.array(name, shape, array.dtype, avoid=array)
-        return out
-
     def store_state(self, state: dict[str, np.ndarray], n: int) -> None:
         """A step's new state for rows [0, n). A state whose shape changed (a cache that grew
-        by a step) or that came in an array of more rows (`next_state`) is kept as the step
-        returned it: copying it into an array of `capacity` rows moved the whole cache once a
-        step (7 % of a Transformer's greedy time at batch 64, 21 % of beam 5's); rows beyond
-        it are added on demand."""
+        by a step) is kept as the step returned it, the live rows' own array: copying it into
+        an array of `capacity` rows moved the whole cache once a step (7 % of a Transformer's
+        greedy time at batch 64, 21 % of beam 5's); rows beyond it are added on demand."""
         for name, value in state.items():
             array = self.state[name]
-            if n == self.n and value.shape[0] >= n and value.flags.c_contiguous and value.flags.writeable and (
-                    value.shape[0] > n or array.shape[1:] != value.shape[1:]):
-                self.state[name] = value            # rows beyond n, if any, are written before they are read
-            elif array.shape[1:] == value.shape[1:]:
-                array[:n] = value[:n]
+            if array.shape[1:] == value.shape[1:]:
+                array[:n] = value
+            elif n == self.n and value.shape[0] == n and value.flags.c_contiguous and value.flags.writeable:
+                self.state[name] = value
             else:
                 array = self.state[name] = np.zeros((self.capacity, *value.shape[1:]), dtype=array.dtype)
                 array[:n] = value
@@ -330,6 +370,13 @@ class Rows:
         and every beam copy move the dead positions (a Transformer's Bible test, 1,048 verses at
         beam 5: 6 GB and 30 minutes instead of 2). Cut when a quarter or more is dead, so the
         copy is paid rarely; `keep` 0 once the batch is empty."""
+        if self.appending:
+            T = self.cache_len
+            if T > keep and (4 * (T - keep) >= T or self.n == 0):
+                for name in self.state:
+                    self.state[name] = self._with_room(name, self.axes[name], keep)
+                self.cache_len = keep
+            return
         for name, array in self.state.items():
             axis = self.axes[name]
             T = array.shape[axis] if array.ndim >= 3 else 0

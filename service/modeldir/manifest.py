@@ -18,6 +18,13 @@
                         [B,C], forced_tokens are positions in candidates, topk_ids are
                         vocabulary ids. Present with `shortlist.npz` (frequent[F] int32,
                         table[V,M] int32, -1 padded: target candidates per source id).
+    decoder_step_append.onnx (optional, a Transformer's)
+                        decoder_step over caches with room to grow: one more input,
+                        cache_length[] int64, the positions of each cache that hold entries
+                        (its caches may be longer: zeros beyond); returns only the new
+                        position's entry of each cache ([R,H,1,d_k]), which the host writes
+                        at cache_length, instead of the caches with it appended (a copy of
+                        every cache at every step).
     spm.model           SentencePiece
     manifest.json       this schema
 
@@ -79,11 +86,14 @@ ENCODER_INPUTS = ("src_tokens", "src_lengths")
 SRC_MASK = "src_mask"                        # the memory tensor every model declares: N x S, True on its pieces
 MEMORY = ("annotations", "keys", SRC_MASK)   # the default `memory`: RNNsearch's
 POSITIONS = "positions"                      # an optional step input: each row's step
+CACHE_LENGTH = "cache_length"                # the append step's input: positions of the caches in use
 GRAPHS = {"encoder": "encoder.onnx", "decoder_step": "decoder_step.onnx",
           "decoder_step_shared": "decoder_step_shared.onnx"}
 # Optional, with a lexical shortlist (`shortlist.npz`): the step graphs over `candidates[C]`.
 SHORTLIST_GRAPHS = {"decoder_step_shortlist": "decoder_step_shortlist.onnx",
                     "decoder_step_shared_shortlist": "decoder_step_shared_shortlist.onnx"}
+# Optional, a Transformer's: the direct step graph over caches with room to grow (module docstring).
+APPEND_GRAPH = {"decoder_step_append": "decoder_step_append.onnx"}
 
 
 def encoder_outputs(memory: Iterable[str], initial_state: Iterable[str]) -> tuple[str, ...]:
@@ -92,11 +102,13 @@ def encoder_outputs(memory: Iterable[str], initial_state: Iterable[str]) -> tupl
 
 
 def decoder_inputs(memory: Iterable[str], state: Iterable[str], shared: bool = False, shortlist: bool = False,
-                   positions: bool = False) -> tuple[str, ...]:
+                   positions: bool = False, append: bool = False) -> tuple[str, ...]:
     """A step graph's inputs: the step state and memory (manifest `step_state`, `memory`) among the
-    contract's own; `shared` with memory_index, `shortlist` with candidates, `positions` with POSITIONS."""
+    contract's own; `shared` with memory_index, `shortlist` with candidates, `positions` with POSITIONS,
+    `append` with CACHE_LENGTH."""
     return ("prev_tokens", *state, *memory, "vocab_bias", "k", "forced_tokens") \
-        + ("candidates",) * shortlist + ("memory_index",) * shared + (POSITIONS,) * positions
+        + ("candidates",) * shortlist + ("memory_index",) * shared + (POSITIONS,) * positions \
+        + (CACHE_LENGTH,) * append
 
 
 def decoder_outputs(new_state: Iterable[str]) -> tuple[str, ...]:

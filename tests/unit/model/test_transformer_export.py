@@ -19,7 +19,7 @@ from attnmt.model.export.transformer import (
 )
 from attnmt.model.tokenizer import BOS_ID, EOS_ID, Tokenizer
 from attnmt.model.train import load_model
-from attnmt.service.modeldir.manifest import GRAPHS, SCHEMA_VERSION, load_manifest
+from attnmt.service.modeldir.manifest import APPEND_GRAPH, GRAPHS, SCHEMA_VERSION, load_manifest
 from attnmt.service.modeldir.vocabulary import no_specials_bias
 from conftest import synthetic_corpus
 
@@ -35,11 +35,12 @@ def transformer_model(tiny_transformer_run, tmp_path_factory):
     return out
 
 
-def test_export_writes_the_three_graphs_and_a_manifest(transformer_model, tiny_transformer_run):
+def test_export_writes_the_four_graphs_and_a_manifest(transformer_model, tiny_transformer_run):
     manifest = load_manifest(transformer_model)
     assert manifest.schema_version == SCHEMA_VERSION and manifest.architecture == "Transformer"
-    assert manifest.graphs == GRAPHS
-    assert set(manifest.files) == {*GRAPHS.values(), "weights.bin", "spm.model", "checkpoint.pt"}
+    assert manifest.graphs == {**GRAPHS, **APPEND_GRAPH}
+    assert set(manifest.files) == {*GRAPHS.values(), *APPEND_GRAPH.values(), "weights.bin", "spm.model",
+                                   "checkpoint.pt"}
     assert manifest.step_state == {"self_keys_0": "new_self_keys_0", "self_values_0": "new_self_values_0"}
     assert manifest.initial_state == {"self_keys_0": "init_self_keys_0", "self_values_0": "init_self_values_0"}
     raw = json.loads((transformer_model / "manifest.json").read_text())
@@ -53,7 +54,7 @@ def test_export_writes_the_three_graphs_and_a_manifest(transformer_model, tiny_t
     assert dims["vocab_size"] == raw["vocab_size"]                    # the run's SentencePiece
     assert raw["training"]["config"]["architecture"] == "transformer" and "shortlist" not in raw
     parity = raw["export_parity"]
-    for key in ("memory", "log_probs", "forced_log_probs", "alpha", "shared_vs_direct"):
+    for key in ("memory", "log_probs", "forced_log_probs", "alpha", "shared_vs_direct", "append_vs_direct"):
         assert parity[key] <= 1e-4, key
     assert parity["greedy_identical"] == "16/16" and parity["late_rows"] == 8
     assert isinstance(load_model(transformer_model / "checkpoint.pt"), type(load_model(tiny_transformer_run
@@ -285,3 +286,28 @@ def test_the_export_takes_the_servable_alpha_with_the_lowest_dev_aer(tiny_transf
     assert "layer 0 head 1 · shift-att grow-diag" in capsys.readouterr().err
     assert main(["export", "--run", str(tiny_transformer_run), "--out", str(tmp_path / "both"),
                  "--alignment-from", str(report(rows)), "--alignment-head", "0"]) == 2
+
+
+def test_the_append_step_reads_caches_with_room_and_returns_only_the_new_entries(transformer_model, tmp_path):
+    """decoder_step_append: the caches [R,H,C,d_k] are only read (no Concat copies them, as
+    ONNX Runtime runs the graph), cache_length is a scalar, and the new entries [R,H,1,d_k]
+    are all the state it returns."""
+    import onnx
+    import onnxruntime as ort
+    H, d_k = 2, 16
+    contract = Contract(1)
+    session = onnx_sessions(transformer_model)["decoder_step_append"]
+    got = {i.name: (i.type, i.shape) for i in session.get_inputs()}
+    assert tuple(got) == contract.step_inputs(append=True) and got["cache_length"] == ("tensor(int64)", [])
+    outputs = {o.name: (o.type, o.shape) for o in session.get_outputs()}
+    assert tuple(outputs) == contract.step_outputs
+    for new in contract.step_state.values():
+        assert outputs[new] == ("tensor(float)", ["rows", H, 1, d_k])
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    options.optimized_model_filepath = str(tmp_path / "append.onnx")
+    ort.InferenceSession(str(transformer_model / "decoder_step_append.onnx"), options,
+                         providers=["CPUExecutionProvider"])
+    nodes = onnx.load(options.optimized_model_filepath, load_external_data=False).graph.node
+    for cache in contract.step_state:
+        assert {n.op_type for n in nodes if cache in n.input} <= {"Shape", "FusedMatMul", "MatMul"}

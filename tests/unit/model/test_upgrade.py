@@ -1,5 +1,6 @@
-"""`attnmt upgrade-model`: a schema_version 1 directory re-exported from its own checkpoint.pt, and a
-schema_version 2 Transformer in the head-major layout, from its checkpoint.pt or its graphs' weights."""
+"""`attnmt upgrade-model`: a schema_version 1 directory re-exported from its own checkpoint.pt, a
+schema_version 2 Transformer in the head-major layout, from its checkpoint.pt or its graphs' weights,
+and a current Transformer exported before the append step."""
 
 import argparse
 import json
@@ -9,7 +10,8 @@ import pytest
 
 from attnmt.model.cli import register
 from attnmt.model.export.upgrade import FALLBACK_SENTENCES, UpgradeError, parity_sources, upgrade_model
-from attnmt.service.modeldir.manifest import GRAPHS, SCHEMA_VERSION, load_manifest
+from attnmt.service.modeldir.manifest import APPEND_GRAPH, GRAPHS, SCHEMA_VERSION, load_manifest
+from conftest import without_append_step
 
 
 @pytest.fixture
@@ -129,3 +131,27 @@ def test_a_schema_2_rnnsearch_and_an_int8_transformer_are_refused(tiny_model, sc
     (schema_2_transformer / "manifest.json").write_text(json.dumps({**rnnsearch, "schema_version": 2}))
     with pytest.raises(UpgradeError, match="served as it is"):
         upgrade_model(schema_2_transformer)
+
+
+def test_a_transformer_without_the_append_step_gains_it_and_keeps_what_was_measured(tiny_transformer,
+                                                                                    tiny_transformer_run, tmp_path):
+    from attnmt.service.inference.engine import Engine
+    from attnmt.service.text.translator import Translator
+    old = without_append_step(tiny_transformer, tmp_path / "old")
+    manifest = json.loads((old / "manifest.json").read_text())
+    data = {"data_dir": str(tiny_transformer_run.parent / "data"), "src_lang": "xx", "tgt_lang": "en"}
+    (old / "manifest.json").write_text(json.dumps({**manifest, "version": "2026-01-01", "training": {"config": data},
+                                                   "evaluation": {"dev": {"greedy": {"bleu": 12.3}}}}))
+    assert not Engine(old).append
+    upgrade_model(old, tmp_path / "new")
+    new = load_manifest(tmp_path / "new")
+    assert new.graphs == {**GRAPHS, **APPEND_GRAPH} and new.version == "2026-01-01"
+    raw = json.loads((tmp_path / "new" / "manifest.json").read_text())
+    assert raw["evaluation"] == {"dev": {"greedy": {"bleu": 12.3}}}
+    assert raw["upgraded"]["added"] == "decoder_step_append" and raw["export_parity"]["append_vs_direct"] <= 1e-4
+    texts = ["peru vidas kasa .", "gato roja havas arbo blanka ."]
+    assert Engine(tmp_path / "new").append
+    assert [t.best.text for t in Translator(Engine(tmp_path / "new")).translate(texts)] == \
+        [t.best.text for t in Translator(Engine(old)).translate(texts)]
+    with pytest.raises(UpgradeError, match="already schema_version"):
+        upgrade_model(tmp_path / "new")
