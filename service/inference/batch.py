@@ -97,21 +97,27 @@ class DecodeBatch:
 
     def cache_bytes(self) -> int:
         """Bytes the growing states (a Transformer's self-attention caches) take now: every row
-        is as long as the longest live row (rows are aligned on the right)."""
+        is as long as the longest live row (rows are aligned on the right), with an append step
+        at most Rows.APPEND_ROOM positions more."""
         entry = self.engine.cache_entry_bytes
-        return self.n_rows * self.cache_length() * entry if entry else 0
+        return self.n_rows * (self.cache_length() + self._room()) * entry if entry else 0
 
     def cache_peak_bytes(self, rows: int, max_length: int) -> int:
         """A bound on the growing states' bytes if the batch had `rows` rows and a sentence of
         at most `max_length` target tokens joined: each row grows by one position a step, at
-        most until the longest-lived sentence ends, and is as long as the longest row."""
+        most until the longest-lived sentence ends, and is as long as the longest row (with an
+        append step, and its room)."""
         entry = self.engine.cache_entry_bytes
         if not entry:
             return 0
         live = self.n_rows
         steps = int(self.rows.steps[:live].max()) if live else 0
         longest_to_come = max([max_length] + [s.max_length for s in self.searches])
-        return rows * (self.engine.cache_initial_length + steps + longest_to_come) * entry
+        return rows * (self.engine.cache_initial_length + steps + longest_to_come + self._room()) * entry
+
+    def _room(self) -> int:
+        """Positions of room an appending batch's caches may hold beyond those in use."""
+        return Rows.APPEND_ROOM if self.engine.append and self._device is None else 0
 
     # --- joining and leaving ---------------------------------------------------
 

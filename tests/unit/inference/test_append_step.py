@@ -70,3 +70,20 @@ def test_offline_translation_is_the_same_with_either_step(engines):
         got = Translator(appending, workers=2).translate(TEXTS, options)
         want = Translator(plain, workers=2).translate(TEXTS, options)
         assert [t.best.text for t in got] == [t.best.text for t in want]
+
+
+def test_the_cache_budget_counts_the_room(engines):
+    """max_cache_bytes holds the caches with their room: an appending batch's bounds are
+    Rows.APPEND_ROOM positions a row above the plain step's."""
+    appending, plain = engines
+    batches = []
+    for engine in (appending, plain):
+        translator, batch = Translator(engine), DecodeBatch(engine)
+        batch.add([translator.search(t) for t in TEXTS[:4]])
+        batch.step()
+        batches.append(batch)
+    entry = appending.cache_entry_bytes
+    assert entry == plain.cache_entry_bytes > 0
+    (a, p) = batches
+    assert a.cache_peak_bytes(8, 20) - p.cache_peak_bytes(8, 20) == 8 * Rows.APPEND_ROOM * entry
+    assert a.cache_bytes() - p.cache_bytes() == 4 * Rows.APPEND_ROOM * entry
