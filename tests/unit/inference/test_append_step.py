@@ -79,7 +79,7 @@ def test_the_cache_budget_counts_the_room(engines):
     batches = []
     for engine in (appending, plain):
         translator, batch = Translator(engine), DecodeBatch(engine)
-        batch.add([translator.search(t) for t in TEXTS[:4]])
+        batch.add([translator.search(t, SearchOptions()) for t in TEXTS[:4]])
         batch.step()
         batches.append(batch)
     entry = appending.cache_entry_bytes
