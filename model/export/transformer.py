@@ -11,6 +11,9 @@
                           new_self_keys_l[R,H,T+1,d_k], new_self_values_l[R,H,T+1,d_k] (each l), alpha[R,S]
     decoder_step_shared.onnx
                        the same with the memory per sentence ([N,...]) and memory_index[R] int64.
+    decoder_step_append.onnx
+                       decoder_step's inputs with caches of C >= T positions and cache_length[] int64 = T
+                       -> the same outputs, but each new_self_*_l only the new entry, [R,H,1,d_k]
 
 Every tensor a step reads is head-major, per layer, as its attention reads it: the step
 slices and transposes nothing of the caches or the memory (in the layout it replaced,
@@ -32,8 +35,8 @@ Nothing is written to the output directory unless parity holds: a numpy greedy l
 over the graphs in ONNX Runtime, with half of the rows joining the batch JOIN_DELAY steps
 late (caches of different ages, left-padded, as the server keeps them), chooses the
 same tokens as PyTorch's incremental decoding (model/search.py TransformerSteps), with
-the top-k, forced log-probabilities and α within `tolerance`, and the shared graph
-gives the direct graph's rows.
+the top-k, forced log-probabilities and α within `tolerance`, and the shared and append
+graphs give the direct graph's rows.
 """
 
 from __future__ import annotations
