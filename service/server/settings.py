@@ -135,7 +135,8 @@ class Settings(BaseSettings):
                                                            f"(unset with device cuda: {GPU_BATCH_TOKENS})")
     max_cache_bytes: int = Field(512 * 2**20, ge=0, description="a Transformer's self-attention caches in one "
                                  "model's decode batch at most this many bytes, counted at their peak (every row as "
-                                 "long as the longest, until the longest-lived sentence ends); a sentence that could "
+                                 "long as the longest, until the longest-lived sentence ends, with the append step's "
+                                 "16 positions of room); a sentence that could "
                                  "pass it waits until rows leave (a lone sentence always runs); 0: no limit")
     # Unset: 0 with continuous batching, where a later arrival joins at the next step anyway (a
     # wait would only add latency), 2 ms with request-level batching, whose batch is closed once
