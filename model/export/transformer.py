@@ -170,6 +170,26 @@ class EncoderGraph(nn.Module):
         return *cross, src_mask, *initial
 
 
+def _own_qkv(layer: DecoderLayer, x: Tensor, R: int, d: int, H: int) -> tuple[Tensor, Tensor, Tensor]:
+    """The position's own self-attention Q, K, V (R x H x 1 x d_k each). One position, so
+    splitting the heads is a reshape: [Q | K | V] holds 3H heads side by side. R, d, H: the
+    caller's sizes (read once a layer, so the traced graph reads each shape once)."""
+    qkv = layer.self_attention.query_key_value(layer.self_attention_norm(x)).reshape(R, 3 * H, 1, d // H)
+    return qkv[:, :H], qkv[:, H:2 * H], qkv[:, 2 * H:]
+
+
+def _after_self_attention(layer: DecoderLayer, x: Tensor, context: Tensor, cross_keys: Tensor, cross_values: Tensor,
+                          src_mask: Tensor, R: int, d: int, H: int) -> tuple[Tensor, Tensor]:
+    """The rest of the layer from its self-attention context (R x H x 1 x d_k): the residual,
+    cross-attention and the FFN. Returns x and α (R x H x S)."""
+    x = x + layer.self_attention.output(context.reshape(R, 1, d))                    # heads side by side again
+    q = layer.cross_attention.query(layer.cross_attention_norm(x)).reshape(R, H, 1, d // H)
+    context, alpha = scaled_dot_product_attention(q, cross_keys, cross_values, src_mask)
+    x = x + layer.cross_attention.output(context.reshape(R, 1, d))
+    x = x + layer.ffn(layer.ffn_norm(x))
+    return x, alpha[:, :, 0]
+
+
 def layer_step(layer: DecoderLayer, x: Tensor, past_keys: Tensor, past_values: Tensor, self_mask: Tensor,
                cross_keys: Tensor, cross_values: Tensor, src_mask: Tensor) -> tuple[Tensor, ...]:
     """DecoderLayer.forward (in eval mode) for one position, on head-major caches and memory.
@@ -177,18 +197,12 @@ def layer_step(layer: DecoderLayer, x: Tensor, past_keys: Tensor, past_values: T
     and the keys and values attended over (R x H x T+1 x d_k: the new caches)."""
     R, _, d = x.shape
     H = past_keys.size(1)
-    # One position, so splitting the heads is a reshape: [Q | K | V] holds 3H heads side by side.
-    qkv = layer.self_attention.query_key_value(layer.self_attention_norm(x)).reshape(R, 3 * H, 1, d // H)
-    q, k, v = qkv[:, :H], qkv[:, H:2 * H], qkv[:, 2 * H:]                            # R x H x 1 x d_k each
+    q, k, v = _own_qkv(layer, x, R, d, H)
     keys = torch.cat([past_keys, k], dim=2)                                          # R x H x T+1 x d_k
     values = torch.cat([past_values, v], dim=2)
     context, _ = scaled_dot_product_attention(q, keys, values, self_mask)           # R x H x 1 x d_k
-    x = x + layer.self_attention.output(context.reshape(R, 1, d))                    # heads side by side again
-    q = layer.cross_attention.query(layer.cross_attention_norm(x)).reshape(R, H, 1, d // H)
-    context, alpha = scaled_dot_product_attention(q, cross_keys, cross_values, src_mask)
-    x = x + layer.cross_attention.output(context.reshape(R, 1, d))
-    x = x + layer.ffn(layer.ffn_norm(x))
-    return x, alpha[:, :, 0], keys, values
+    x, alpha = _after_self_attention(layer, x, context, cross_keys, cross_values, src_mask, R, d, H)
+    return x, alpha, keys, values
 
 
 def layer_append_step(layer: DecoderLayer, x: Tensor, past_keys: Tensor, past_values: Tensor, past_mask: Tensor,
@@ -199,20 +213,15 @@ def layer_append_step(layer: DecoderLayer, x: Tensor, past_keys: Tensor, past_va
     past_mask: R x 1 x 1 x C, True on each row's own entries."""
     R, _, d = x.shape
     H = past_keys.size(1)
-    qkv = layer.self_attention.query_key_value(layer.self_attention_norm(x)).reshape(R, 3 * H, 1, d // H)
-    q, k, v = qkv[:, :H], qkv[:, H:2 * H], qkv[:, 2 * H:]                            # R x H x 1 x d_k each
+    q, k, v = _own_qkv(layer, x, R, d, H)
     scale = q.size(-1) ** -0.5
     past = (q @ past_keys.transpose(-2, -1) * scale).masked_fill(~past_mask, float("-inf"))   # R x H x 1 x C
     new = (q * k).sum(-1, keepdim=True) * scale                                      # R x H x 1 x 1
     weights = torch.softmax(torch.cat([past, new], dim=-1), dim=-1)
     C = past_keys.size(2)
     context = weights[..., :C] @ past_values + weights[..., C:] * v                  # R x H x 1 x d_k
-    x = x + layer.self_attention.output(context.reshape(R, 1, d))
-    q = layer.cross_attention.query(layer.cross_attention_norm(x)).reshape(R, H, 1, d // H)
-    context, alpha = scaled_dot_product_attention(q, cross_keys, cross_values, src_mask)
-    x = x + layer.cross_attention.output(context.reshape(R, 1, d))
-    x = x + layer.ffn(layer.ffn_norm(x))
-    return x, alpha[:, :, 0], k, v
+    x, alpha = _after_self_attention(layer, x, context, cross_keys, cross_values, src_mask, R, d, H)
+    return x, alpha, k, v
 
 
 class DecoderStepGraph(nn.Module):
