@@ -80,6 +80,7 @@ class DecodeBatch:
         self.rows: Rows | None = None
         self._owner: list[Search | None] = []     # row -> its sentence
         self._device = DeviceSlots(engine) if engine.io_binding else None   # the device path's buffers
+        self._appending = engine.append and self._device is None  # caches with room (slots.Rows.append_state)
         self._row_memory = RowMemory()            # beam rows' memory, off the device path
         self._kinds: tuple | None = None          # _by_kind's answer until sentences join or leave
         self._bias = VocabularyBias(engine.vocab_size, engine.default_bias)
@@ -117,7 +118,7 @@ class DecodeBatch:
 
     def _room(self) -> int:
         """Positions of room an appending batch's caches may hold beyond those in use."""
-        return Rows.APPEND_ROOM if self.engine.append and self._device is None else 0
+        return Rows.APPEND_ROOM if self._appending else 0
 
     # --- joining and leaving ---------------------------------------------------
 
@@ -151,7 +152,7 @@ class DecodeBatch:
                       for name, value in values.items()}             # the shape beyond the source axis
             self.memory = Memory({name: (beyond[name], value.dtype) for name, value in values.items()}, axes)
             self.rows = Rows({name: value.shape for name, value in state.items()}, axes, self._buffers,
-                             appending=self.engine.append and self._device is None)
+                             appending=self._appending)
         memory, rows = self.memory, self.rows
         memory.reserve(memory.n + len(searches), max(s.src_len for s in searches))
         rows.reserve(rows.n + len(searches), max(s.max_length for s in searches) + 1, memory.length)
