@@ -218,7 +218,7 @@ class Engine:
             feeds["candidates"] = candidates
         if self.positions:
             feeds[POSITIONS] = positions
-        if self.append and memory_index is None and candidates is None:
+        if self.append:                     # (never with memory_index or candidates: see __init__)
             feeds[CACHE_LENGTH] = np.array(cache_length, dtype=np.int64)
         names = list(decoder_outputs(self.state_names.values()))
         feeds.update(state)

@@ -25,8 +25,8 @@ log = logging.getLogger(__name__)
 # The slot graphs (model/export/slot_graphs.py), shipped with the service: the device path's gathers.
 SLOT_GRAPHS = Path(__file__).parent / "graphs"
 
-# The step graphs by name: (shared, shortlist), which of the contract's optional inputs each takes.
-# name -> (shared memory, shortlist, append): what the graph takes beyond decoder_step's inputs
+# The step graphs by name: (shared memory, shortlist, append), which of the contract's optional
+# inputs each takes beyond decoder_step's.
 STEP_GRAPHS = {"decoder_step": (False, False, False),
                "decoder_step_shared": (True, False, False),
                "decoder_step_shortlist": (False, True, False),
