@@ -123,11 +123,13 @@ def untie(graph) -> None:
 
 def per_row_activations(model) -> int:
     """Replace each `DynamicQuantizeLinear(x) -> (xq, x_scale, x_zero_point)` by per-row
-    quantization of x: xq from standard ops, x_scale [..., 1], x_zero_point the constant 128.
-    quantize_dynamic uses these only as MatMulInteger(xq, w, x_zero_point, w_zero_point)
-    rescaled by Cast(int32 -> float) * (x_scale * w_scale) (checked; anything else is
-    refused); the rescale becomes (Cast * w_scale) * x_scale, where x_scale [..., 1]
-    broadcasts over the output's last axis. Returns how many were replaced."""
+    quantization of x (`_quantize_rows`): x flattened to rows [N, K], xq [N, K], x_scale [N],
+    x_zero_point the constant 128. quantize_dynamic uses these only as
+    MatMulInteger(xq, w, x_zero_point, w_zero_point) rescaled by
+    Cast(int32 -> float) * (x_scale * w_scale) (checked; anything else is refused); the
+    MatMulInteger now runs on the rows and the rescale becomes one DequantizeLinear by
+    x_scale * w_scale along the rows, reshaped back to x's leading axes
+    (`_dequantize_rows`). Returns how many were replaced."""
     from onnx import numpy_helper
 
     graph = model.graph
@@ -135,14 +137,12 @@ def per_row_activations(model) -> int:
     producers = {name: node for node in graph.node for name in node.output}
     consumers = _consumers(graph)
     quantizers = [node for node in graph.node if node.op_type == "DynamicQuantizeLinear"]
-    products: set[str] = set()                      # outputs of Mul(x_scale, w_scale): dropped
-    rescales: dict[str, tuple[str, str, str]] = {}  # rescale output -> (Cast output, w_scale, x_scale)
+    casts: set[str] = set()                          # Cast(MatMulInteger): dropped
+    rescales: dict[str, tuple[str, str, str]] = {}   # rescale output -> (MatMulInteger output, scale, x)
     for quantizer in quantizers:
-        x_scale = quantizer.output[1]
         for product, rescale, cast in _rescales(quantizer, producers, consumers):
-            products.add(product.output[0])
-            w_scale = next(name for name in product.input if name != x_scale)
-            rescales[rescale.output[0]] = (cast.output[0], w_scale, x_scale)
+            casts.add(cast.output[0])
+            rescales[rescale.output[0]] = (cast.input[0], product.output[0], quantizer.input[0])
 
     nodes = []
     for node in graph.node:
@@ -152,8 +152,8 @@ def per_row_activations(model) -> int:
             nodes.extend(_quantize_rows(x, xq, x_scale, opset))
             graph.initializer.append(numpy_helper.from_array(np.array(ZERO_POINT, np.uint8), x_zero_point))
         elif out in rescales:
-            nodes.extend(_rescale(*rescales[out], out))
-        elif out not in products:
+            nodes.extend(_dequantize_rows(*rescales[out], out))
+        elif out not in casts:
             nodes.append(node)
     if quantizers:
         _add_row_constants(graph)
@@ -196,12 +196,12 @@ def _rescales(quantizer, producers: dict, consumers: dict) -> list[tuple]:
 def integer_matmuls(model) -> int:
     """Turn each MatMul(x, DequantizeLinear(wq, w_scale, w_zero_point)) into what
     per_row_activations makes of quantize_dynamic's MatMuls: x quantized per row,
-    MatMulInteger(xq, wq, 128, w_zero_point), (Cast * w_scale) * x_scale. quantize_dynamic
-    leaves it float: the shortlist graphs' output layer, whose weight is the int8 table
-    gathered by `candidates`. The engine runs a sentence through the shortlist graph or
-    the full one depending on its batch-mates (service/inference/vocab_bias.py), so the two output
-    layers must compute the same logits. Returns how many were replaced."""
-    from onnx import TensorProto, helper
+    MatMulInteger(xq, wq, 128, w_zero_point), DequantizeLinear by x_scale * w_scale.
+    quantize_dynamic leaves it float: the shortlist graphs' output layer, whose weight is the
+    int8 table gathered by `candidates`. The engine runs a sentence through the shortlist graph
+    or the full one depending on its batch-mates (service/inference/vocab_bias.py), so the two
+    output layers must compute the same logits. Returns how many were replaced."""
+    from onnx import helper
 
     graph = model.graph
     opset = _opset(model)
@@ -220,8 +220,8 @@ def integer_matmuls(model) -> int:
         nodes.extend([
             helper.make_node("MatMulInteger", [f"{name}/xq", wq, f"{_ROW}/x_zero_point", w_zero_point],
                              [f"{name}/integer"]),
-            helper.make_node("Cast", [f"{name}/integer"], [f"{name}/float"], to=TensorProto.FLOAT),
-            *_rescale(f"{name}/float", w_scale, f"{name}/x_scale", out),
+            helper.make_node("Mul", [f"{name}/x_scale", w_scale], [f"{name}/scale"]),
+            *_dequantize_rows(f"{name}/integer", f"{name}/scale", x, out),
         ])
         replaced += 1
     used = {name for node in nodes for name in node.input} | {o.name for o in graph.output}
@@ -247,48 +247,59 @@ def _consumers(graph) -> dict[str, list]:
     return consumers
 
 
-def _rescale(integer: str, w_scale: str, x_scale: str, out: str) -> list:
-    """out = (integer * w_scale) * x_scale, x_scale [..., 1] broadcasting over the last axis
-    [..., M]. Not integer * (x_scale * w_scale): ONNX Runtime's optimizer fuses that into a
-    MatMulIntegerToFloat, which (onnxruntime 1.31) multiplies a non-scalar x_scale into the
-    output after adding the layer's bias."""
+def _rows(x: str) -> str:
+    """The name of x flattened to rows [N, K] (`_quantize_rows` makes it)."""
+    return f"{x}/{_ROW}/rows"
+
+
+def _dequantize_rows(integer: str, scale: str, x: str, out: str) -> list:
+    """out = integer [N, M] * scale [N] along the rows, in x's leading axes [..., M]: one
+    DequantizeLinear (int32 -> float, per axis 0). Not Cast * scale: ONNX Runtime's optimizer
+    fuses MatMulInteger -> Cast -> Mul(a_scale * b_scale) -> Add(bias) into a
+    MatMulIntegerToFloat, which (onnxruntime 1.31) multiplies a non-scalar a_scale into the
+    output after adding the bias; and one op reads the int32 output once where Cast and Mul
+    read it twice."""
     from onnx import helper
-    return [helper.make_node("Mul", [integer, w_scale], [f"{out}/{_ROW}/w_scaled"]),
-            helper.make_node("Mul", [f"{out}/{_ROW}/w_scaled", x_scale], [out])]
+    return [helper.make_node("DequantizeLinear", [integer, scale], [f"{out}/{_ROW}/rows"], axis=0),
+            helper.make_node("Reshape", [f"{out}/{_ROW}/rows", f"{_rows(x)}/shape"], [out])]
 
 
 def _add_row_constants(graph) -> None:
     from onnx import numpy_helper
     if any(t.name.startswith(f"{_ROW}/") for t in graph.initializer):
         return
-    values = {"epsilon": np.float32(EPSILON), "q_max": np.float32(127), "zero_point": np.float32(ZERO_POINT),
-              "low": np.float32(0), "high": np.float32(255), "last_axis": np.array([-1], np.int64),
-              "x_zero_point": np.uint8(ZERO_POINT)}
+    values = {"epsilon": np.float32(EPSILON), "q_max": np.float32(127), "x_zero_point": np.uint8(ZERO_POINT),
+              "first": np.array([0], np.int64), "second_axis": np.array([1], np.int64),
+              "last_axis": np.array([-1], np.int64)}
     graph.initializer.extend(numpy_helper.from_array(np.asarray(v), f"{_ROW}/{k}") for k, v in values.items())
 
 
 def _quantize_rows(x: str, xq: str, x_scale: str, opset: int) -> list:
-    """The nodes that compute xq = uint8(clip(round(x / s) + 128, 0, 255)) with
-    x_scale = s = max(|x|, EPSILON) / 127 over the last axis."""
-    from onnx import TensorProto, helper
+    """The nodes that flatten x [..., K] to rows [N, K] and quantize each row by its own
+    scale, xq = uint8(saturate(round(x / s) + 128)) with x_scale = s = max(|x|, EPSILON) / 127
+    [N], in one QuantizeLinear per axis 0 (its zero point [N] of 128s); and `{rows}/shape`,
+    x's leading axes and -1, that `_dequantize_rows` gives the output back in. The rows'
+    scale is reduced with ReduceMax over axis 1 (an attribute up to opset 17, an input from 18:
+    the attribute form is written, and the export's opset is 17)."""
+    from onnx import helper
+
+    rows = _rows(x)
 
     def name(step: str) -> str:
-        return f"{xq}/{_ROW}/{step}"
+        return f"{rows}/{step}"
 
-    if opset >= 18:   # ReduceMax's axes became an input in opset 18
-        reduce_max = helper.make_node("ReduceMax", [name("abs"), f"{_ROW}/last_axis"], [name("max")], keepdims=1)
-    else:
-        reduce_max = helper.make_node("ReduceMax", [name("abs")], [name("max")], axes=[-1], keepdims=1)
     return [
-        helper.make_node("Abs", [x], [name("abs")]),
-        reduce_max,                                                                       # [..., 1]
+        helper.make_node("Flatten", [x], [rows], axis=-1),                               # [N, K]
+        helper.make_node("Abs", [rows], [name("abs")]),
+        helper.make_node("ReduceMax", [name("abs")], [name("max")], axes=[1], keepdims=0),   # [N]
         helper.make_node("Max", [name("max"), f"{_ROW}/epsilon"], [name("floored")]),
-        helper.make_node("Div", [name("floored"), f"{_ROW}/q_max"], [x_scale]),          # [..., 1]
-        helper.make_node("Div", [x, x_scale], [name("scaled")]),                          # [..., K] in [-127, 127]
-        helper.make_node("Round", [name("scaled")], [name("rounded")]),
-        helper.make_node("Add", [name("rounded"), f"{_ROW}/zero_point"], [name("shifted")]),
-        helper.make_node("Clip", [name("shifted"), f"{_ROW}/low", f"{_ROW}/high"], [name("clipped")]),
-        helper.make_node("Cast", [name("clipped")], [xq], to=TensorProto.UINT8),
+        helper.make_node("Div", [name("floored"), f"{_ROW}/q_max"], [x_scale]),          # [N]
+        helper.make_node("Shape", [x_scale], [name("count")]),
+        helper.make_node("Expand", [f"{_ROW}/x_zero_point", name("count")], [name("zero_points")]),
+        helper.make_node("QuantizeLinear", [rows, x_scale, name("zero_points")], [xq], axis=0),
+        helper.make_node("Shape", [x], [name("x_shape")]),
+        helper.make_node("Slice", [name("x_shape"), f"{_ROW}/first", f"{_ROW}/last_axis"], [name("leading")]),
+        helper.make_node("Concat", [name("leading"), f"{_ROW}/last_axis"], [f"{rows}/shape"], axis=0),
     ]
 
 

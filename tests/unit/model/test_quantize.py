@@ -81,9 +81,16 @@ def test_every_activation_is_quantized_per_row(int8_model):
         constants = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
         ops = [node.op_type for node in model.graph.node]
         assert "DynamicQuantizeLinear" not in ops and "MatMulInteger" in ops
+        readers = {name: [n for n in model.graph.node if name in n.input] for node in model.graph.node
+                   for name in node.output}
         for node in model.graph.node:
             if node.op_type == "MatMulInteger":         # A's zero point: the one scalar 128
                 assert constants[node.input[2]].shape == () and constants[node.input[2]] == 128
+                # its int32 rows read once, by a DequantizeLinear with a scale per row
+                (reader,) = readers[node.output[0]]
+                assert reader.op_type == "DequantizeLinear" and reader.attribute[0].i == 0
+            if node.op_type == "QuantizeLinear":        # per row: along axis 0 of x's rows
+                assert [a.name for a in node.attribute] == ["axis"] and node.attribute[0].i == 0
 
 
 def test_onnx_runtime_optimizations_leave_the_int8_results_unchanged(int8_model):
