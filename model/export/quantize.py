@@ -156,7 +156,7 @@ def per_row_activations(model) -> int:
         elif out not in casts:
             nodes.append(node)
     if quantizers:
-        _add_row_constants(graph)
+        _add_row_constants(graph, opset)
     del graph.node[:]
     graph.node.extend(nodes)
     del graph.value_info[:]           # quantize_dynamic recorded x_scale and its products as scalars
@@ -227,7 +227,7 @@ def integer_matmuls(model) -> int:
     used = {name for node in nodes for name in node.input} | {o.name for o in graph.output}
     nodes = [n for n in nodes if n.op_type != "DequantizeLinear" or n.output[0] in used]
     if replaced:
-        _add_row_constants(graph)
+        _add_row_constants(graph, opset)
     del graph.node[:]
     graph.node.extend(nodes)
     del graph.value_info[:]
@@ -264,13 +264,14 @@ def _dequantize_rows(integer: str, scale: str, x: str, out: str) -> list:
             helper.make_node("Reshape", [f"{out}/{_ROW}/rows", f"{_rows(x)}/shape"], [out])]
 
 
-def _add_row_constants(graph) -> None:
+def _add_row_constants(graph, opset: int) -> None:
     from onnx import numpy_helper
     if any(t.name.startswith(f"{_ROW}/") for t in graph.initializer):
         return
     values = {"epsilon": np.float32(EPSILON), "q_max": np.float32(127), "x_zero_point": np.uint8(ZERO_POINT),
-              "first": np.array([0], np.int64), "second_axis": np.array([1], np.int64),
-              "last_axis": np.array([-1], np.int64)}
+              "first": np.array([0], np.int64), "last_axis": np.array([-1], np.int64)}
+    if opset >= 18:                     # ReduceMax's axes as an input (_quantize_rows)
+        values["second_axis"] = np.array([1], np.int64)
     graph.initializer.extend(numpy_helper.from_array(np.asarray(v), f"{_ROW}/{k}") for k, v in values.items())
 
 
@@ -278,9 +279,7 @@ def _quantize_rows(x: str, xq: str, x_scale: str, opset: int) -> list:
     """The nodes that flatten x [..., K] to rows [N, K] and quantize each row by its own
     scale, xq = uint8(saturate(round(x / s) + 128)) with x_scale = s = max(|x|, EPSILON) / 127
     [N], in one QuantizeLinear per axis 0 (its zero point [N] of 128s); and `{rows}/shape`,
-    x's leading axes and -1, that `_dequantize_rows` gives the output back in. The rows'
-    scale is reduced with ReduceMax over axis 1 (an attribute up to opset 17, an input from 18:
-    the attribute form is written, and the export's opset is 17)."""
+    x's leading axes and -1, that `_dequantize_rows` gives the output back in."""
     from onnx import helper
 
     rows = _rows(x)
@@ -288,10 +287,14 @@ def _quantize_rows(x: str, xq: str, x_scale: str, opset: int) -> list:
     def name(step: str) -> str:
         return f"{rows}/{step}"
 
+    if opset >= 18:   # ReduceMax's axes became an input in opset 18
+        reduce_max = helper.make_node("ReduceMax", [name("abs"), f"{_ROW}/second_axis"], [name("max")], keepdims=0)
+    else:
+        reduce_max = helper.make_node("ReduceMax", [name("abs")], [name("max")], axes=[1], keepdims=0)
     return [
         helper.make_node("Flatten", [x], [rows], axis=-1),                               # [N, K]
         helper.make_node("Abs", [rows], [name("abs")]),
-        helper.make_node("ReduceMax", [name("abs")], [name("max")], axes=[1], keepdims=0),   # [N]
+        reduce_max,                                                                       # [N]
         helper.make_node("Max", [name("max"), f"{_ROW}/epsilon"], [name("floored")]),
         helper.make_node("Div", [name("floored"), f"{_ROW}/q_max"], [x_scale]),          # [N]
         helper.make_node("Shape", [x_scale], [name("count")]),
