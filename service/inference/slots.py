@@ -398,15 +398,20 @@ class Rows:
         if len(dst):
             for name in self.state:
                 self._state_rows(name, int(dst.max()) + 1)
-        for array in self._inherited():
+        for array in self._inherited_per_row():
             array[dst] = array[src]
         longest = int(steps.max())
         self.tokens[dst, :longest] = self.tokens[src, :longest]
         self.log_probs[dst, :longest] = self.log_probs[src, :longest]
-        # Row by row: one copy each, where fancy indexing gathers into a temporary first
-        # (dst rows are never sources: a beam's children copy into rows no candidate extends).
+        # The states and α row by row: one copy each, where fancy indexing gathers every moved
+        # row into a temporary first, twice the memory traffic (dst rows are never sources: a
+        # beam's children copy into rows no candidate extends).
+        pairs = list(zip(dst.tolist(), src.tolist()))
+        for array in self.state.values():
+            for d, s in pairs:
+                array[d] = array[s]
         alpha = self.alpha
-        for d, s, n, length in zip(dst.tolist(), src.tolist(), steps.tolist(), lengths.tolist()):
+        for (d, s), n, length in zip(pairs, steps.tolist(), lengths.tolist()):
             alpha[d, :n, :length] = alpha[s, :n, :length]
 
     def free(self, rows: list[int]) -> dict[int, int]:
@@ -431,9 +436,10 @@ class Rows:
         for array in self._row_arrays():
             array[:n] = array[order]
 
-    def _inherited(self) -> list[np.ndarray]:
-        """What a beam's child takes from its parent; the caller sets prev, score and steps."""
-        return [self.slot, self.kind, self.limit, self.origin, *self.state.values()]
+    def _inherited_per_row(self) -> list[np.ndarray]:
+        """What a beam's child takes from its parent besides its state; the caller sets prev,
+        score and steps."""
+        return [self.slot, self.kind, self.limit, self.origin]
 
     def _row_arrays(self) -> list[np.ndarray]:
         return [getattr(self, name) for name in self._PER_ROW] + [self._state_rows(name, self.n)
