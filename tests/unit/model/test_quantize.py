@@ -186,6 +186,7 @@ def test_integer_matmul_on_rows_keeps_the_input_shape_and_each_row_to_itself(ops
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", "s", 5])],
         [numpy_helper.from_array(wq, "wq"), numpy_helper.from_array(np.array(w_scale), "w_scale"),
          numpy_helper.from_array(np.array(0, np.int8), "w_zero_point")])
+    # ir_version 8: what ONNX Runtime reads (the onnx package would write a newer one)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
     assert integer_matmuls(model) == 1
     onnx.checker.check_model(model, full_check=True)
