@@ -372,7 +372,7 @@ class Rows:
         copy is paid rarely; `keep` 0 once the batch is empty."""
         if self.appending:
             T = self.cache_len
-            if T > keep and (4 * (T - keep) >= T or self.n == 0):
+            if self._worth_trimming(T, keep):
                 for name in self.state:
                     self.state[name] = self._with_room(name, self.axes[name], keep)
                 self.cache_len = keep
@@ -380,8 +380,12 @@ class Rows:
         for name, array in self.state.items():
             axis = self.axes[name]
             T = array.shape[axis] if array.ndim >= 3 else 0
-            if T > keep and (4 * (T - keep) >= T or self.n == 0):
+            if self._worth_trimming(T, keep):
                 self.state[name] = np.ascontiguousarray(array[(slice(0, self.n), *positions(axis, T - keep))])
+
+    def _worth_trimming(self, T: int, keep: int) -> bool:
+        """Whether caches of T positions are cut to `keep`: a quarter or more dead, or the batch empty."""
+        return T > keep and (4 * (T - keep) >= T or self.n == 0)
 
     def add(self, count: int) -> np.ndarray:
         """Append `count` rows (reserve first); returns their indices."""
