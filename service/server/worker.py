@@ -179,6 +179,10 @@ class DecodeWorker:
         self._deferred_since: float | None = None   # when sentences first waited for joining company
         self._interactive_seen = float("-inf")      # when interactive work last arrived (bulk yields to it)
         self._bulk_joined = float("-inf")           # when a bulk sentence last joined the batch
+        # No deadline of a sentence held (waiting or in the batch) passes before this (it may be
+        # earlier than the earliest: _drop_dead scans, then sets it again), so a step with
+        # nothing waiting or arriving skips the scan (_next_joiners).
+        self._next_expiry = float("inf")
         self.steps = 0
         self.rows = 0                      # rows over all steps (Job.rows is a difference of these)
         # Written here, read by the scheduler and the metrics' gauges at scrape time.
@@ -272,9 +276,16 @@ class DecodeWorker:
             stopping, arrivals, withdrawals = self._take_inbox()
         results = self._absorb(arrivals, withdrawals)
         joining = None
-        if not stopping:
+        if stopping:
+            pass
+        elif arrivals or withdrawals or self._waiting or time.monotonic() >= self._next_expiry:
             results += self._drop_dead()
             joining = [] if self._defer_joining() else self._admit()
+        else:
+            # The usual step under a steady batch: nothing came, waits or died, so there is
+            # nothing to drop or admit (the scan and the admission cost a lone sentence's
+            # steps a few percent each).
+            joining = []
         if results:
             self._deliver(results)
         return joining
@@ -304,6 +315,8 @@ class DecodeWorker:
             self._waiting.append(job)
             if job.priority == INTERACTIVE:
                 self._interactive_seen = now
+            if job.deadline is not None:
+                self._next_expiry = min(self._next_expiry, job.deadline)
         for job in withdrawals:
             if job.outcome is None:
                 results += self._settle_dead(job, now, withdrawn=True)
@@ -340,6 +353,8 @@ class DecodeWorker:
         if not self._jobs and self._held:           # request-level: the batch ended by cancellation
             results += [(job, None) for job in self._held]
             self._held = []
+        self._next_expiry = min((job.deadline for job in (*self._waiting, *self._jobs.values())
+                                 if job.deadline is not None), default=float("inf"))
         return results
 
     def _defer_joining(self) -> bool:
@@ -459,8 +474,11 @@ class DecodeWorker:
         its steps need the cores the spinning threads would take."""
         if self._waiting.has(INTERACTIVE) or time.monotonic() - self._last_refusal() <= IDLE_AFTER_REFUSAL:
             return False
-        interactive_rows = sum(j.width for j in self._jobs.values() if j.priority == INTERACTIVE)
-        return (interactive_rows or rows) <= IDLE_ROWS and not self._others_busy()
+        if rows > IDLE_ROWS:                        # (at most IDLE_ROWS rows: so are the interactive ones)
+            interactive_rows = sum(j.width for j in self._jobs.values() if j.priority == INTERACTIVE)
+            if not 0 < interactive_rows <= IDLE_ROWS:
+                return False
+        return not self._others_busy()
 
     # --- a failed step ------------------------------------------------------------
 

@@ -169,6 +169,28 @@ def test_expired_sentences_fail_with_deadline_exceeded(translator):
     run(main())
 
 
+def test_a_sentence_in_the_batch_expires_mid_decode_with_nothing_else_arriving(translator):
+    """A steady batch skips the queue's scan at each step (nothing waits or arrives), but
+    never past a deadline: the sentence leaves at the step after it, long before its end."""
+    target = " ".join(["peru amas mesa roja ."] * 15)          # forced rows: 240 steps
+
+    async def main():
+        scheduler = await started(translator, max_batch_rows=8)
+        worker = scheduler.workers[0]
+        search = translator.search(SHORT, SearchOptions(), target=target)
+        job, = scheduler.submit([search], time.monotonic() + 0.5)
+        while worker.steps < 2:
+            await asyncio.sleep(0)
+        with worker._cond:                     # the worker stops at its next step boundary
+            time.sleep(max(0.0, job.deadline - time.monotonic()) + 0.05)
+        with pytest.raises(DeadlineExceeded):
+            await job.future
+        await scheduler.close()
+        return search
+    search = run(main())
+    assert 2 <= search.steps < len(search.forced)
+
+
 def test_full_queue_refuses_and_close_fails_what_is_left(translator):
     async def main():
         scheduler = await started(translator, max_queue=2, max_batch_rows=1)
