@@ -145,8 +145,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("upgrade-model", help="re-export an older model directory in the current schema from its "
                                              "checkpoint.pt: schema_version 1 (step graphs that choose tokens), a "
                                              "schema_version 2 Transformer (head-major caches; without checkpoint.pt, "
-                                             "from its graphs' weights), a Transformer without the append step "
-                                             "(decoder_step_append)")
+                                             "from its graphs' weights), a Transformer without the append steps "
+                                             "(decoder_step_append, decoder_step_grouped)")
     p.add_argument("model_dir", type=Path, metavar="DIR")
     p.add_argument("--out", type=Path, help="write the upgraded directory here (default: upgrade DIR in place)")
     p.set_defaults(func=cmd_upgrade_model)

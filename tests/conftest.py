@@ -100,15 +100,27 @@ def tiny_transformer(tiny_transformer_run, tmp_path_factory) -> Path:
 
 
 def without_append_step(model_dir: Path, out: Path) -> Path:
-    """A copy of a Transformer's model directory without its append step
-    (`decoder_step_append`), as directories exported before it have it: the engine then steps
+    """A copy of a Transformer's model directory without its append steps (`decoder_step_append`,
+    `decoder_step_grouped`), as directories exported before them have it: the engine then steps
     with decoder_step, which returns each cache with the new entry appended."""
+    return _without_graphs(model_dir, out, ("decoder_step_append", "decoder_step_grouped"))
+
+
+def without_grouped_step(model_dir: Path, out: Path) -> Path:
+    """A copy of a Transformer's model directory without `decoder_step_grouped`, as directories
+    exported before it have it: the engine's append step then reads a copy of each row's memory."""
+    return _without_graphs(model_dir, out, ("decoder_step_grouped",))
+
+
+def _without_graphs(model_dir: Path, out: Path, graphs: tuple[str, ...]) -> Path:
     import json
     import shutil
     shutil.copytree(model_dir, out)
-    (out / "decoder_step_append.onnx").unlink()
     manifest = json.loads((out / "manifest.json").read_text())
-    del manifest["graphs"]["decoder_step_append"], manifest["files"]["decoder_step_append.onnx"]
+    for graph in graphs:
+        file = manifest["graphs"].pop(graph)
+        del manifest["files"][file]
+        (out / file).unlink()
     (out / "manifest.json").write_text(json.dumps(manifest))
     return out
 

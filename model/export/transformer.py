@@ -14,6 +14,10 @@
     decoder_step_append.onnx
                        decoder_step's inputs with caches of C >= T positions and cache_length[] int64 = T
                        -> the same outputs, but each new_self_*_l only the new entry, [R,H,1,d_k]
+    decoder_step_grouped.onnx
+                       decoder_step_append with the memory per sentence ([N,...]), group_rows[N,G] int64
+                       (sentence n's rows; any row where it has fewer than G) and row_places[R] int64
+                       (row r's place n·G + g): each sentence's cross K and V are read once for its rows
 
 Every tensor a step reads is head-major, per layer, as its attention reads it: the step
 slices and transposes nothing of the caches or the memory (in the layout it replaced,
@@ -35,8 +39,8 @@ Nothing is written to the output directory unless parity holds: a numpy greedy l
 over the graphs in ONNX Runtime, with half of the rows joining the batch JOIN_DELAY steps
 late (caches of different ages, left-padded, as the server keeps them), chooses the
 same tokens as PyTorch's incremental decoding (model/search.py TransformerSteps), with
-the top-k, forced log-probabilities and α within `tolerance`, and the shared and append
-graphs give the direct graph's rows.
+the top-k, forced log-probabilities and α within `tolerance`, and the shared, append and
+grouped graphs give the direct graph's rows.
 """
 
 from __future__ import annotations
@@ -74,13 +78,17 @@ from attnmt.service.modeldir.manifest import (
     CACHE_LENGTH,
     ENCODER_INPUTS,
     GRAPHS,
+    GROUP_ROWS,
+    GROUPED_GRAPH,
     POSITIONS,
+    ROW_PLACES,
     SRC_MASK,
     decoder_inputs,
     decoder_outputs,
     encoder_outputs,
     file_entries,
     load_manifest,
+    sentence_groups,
 )
 from attnmt.service.modeldir.vocabulary import no_specials_bias
 
@@ -116,8 +124,9 @@ class Contract:
     def encoder_outputs(self) -> tuple[str, ...]:
         return encoder_outputs(self.memory, self.initial_state.values())
 
-    def step_inputs(self, shared: bool = False, append: bool = False) -> tuple[str, ...]:
-        return decoder_inputs(self.memory, self.step_state, shared=shared, positions=True, append=append)
+    def step_inputs(self, shared: bool = False, append: bool = False, grouped: bool = False) -> tuple[str, ...]:
+        return decoder_inputs(self.memory, self.step_state, shared=shared, positions=True, append=append,
+                              grouped=grouped)
 
     @property
     def step_outputs(self) -> tuple[str, ...]:
@@ -170,24 +179,56 @@ class EncoderGraph(nn.Module):
         return *cross, src_mask, *initial
 
 
-def _own_qkv(layer: DecoderLayer, x: Tensor, R: int, d: int, H: int) -> tuple[Tensor, Tensor, Tensor]:
+def _sizes(layer: DecoderLayer) -> tuple[int, int]:
+    """(d, H) of a layer as plain ints, never read from a tensor's shape: every reshape of a step
+    then has a constant shape (-1 for the rows), where sizes read from shapes become Shape,
+    Gather, Unsqueeze and Concat nodes that run at every step; at a few rows a step costs its
+    nodes more than its numbers (the grouped step at one row: 1.05 against 1.12 ms)."""
+    return layer.self_attention.output.in_features, layer.self_attention.heads
+
+
+def _own_qkv(layer: DecoderLayer, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """The position's own self-attention Q, K, V (R x H x 1 x d_k each). One position, so
-    splitting the heads is a reshape: [Q | K | V] holds 3H heads side by side. R, d, H: the
-    caller's sizes (read once a layer, so the traced graph reads each shape once)."""
-    qkv = layer.self_attention.query_key_value(layer.self_attention_norm(x)).reshape(R, 3 * H, 1, d // H)
+    splitting the heads is a reshape: [Q | K | V] holds 3H heads side by side."""
+    d, H = _sizes(layer)
+    qkv = layer.self_attention.query_key_value(layer.self_attention_norm(x)).reshape(-1, 3 * H, 1, d // H)
     return qkv[:, :H], qkv[:, H:2 * H], qkv[:, 2 * H:]
 
 
 def _after_self_attention(layer: DecoderLayer, x: Tensor, context: Tensor, cross_keys: Tensor, cross_values: Tensor,
-                          src_mask: Tensor, R: int, d: int, H: int) -> tuple[Tensor, Tensor]:
+                          src_mask: Tensor, groups: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
     """The rest of the layer from its self-attention context (R x H x 1 x d_k): the residual,
-    cross-attention and the FFN. Returns x and α (R x H x S)."""
-    x = x + layer.self_attention.output(context.reshape(R, 1, d))                    # heads side by side again
-    q = layer.cross_attention.query(layer.cross_attention_norm(x)).reshape(R, H, 1, d // H)
-    context, alpha = scaled_dot_product_attention(q, cross_keys, cross_values, src_mask)
-    x = x + layer.cross_attention.output(context.reshape(R, 1, d))
+    cross-attention and the FFN. Returns x and α (R x H x S). With `groups` (group_rows,
+    row_places) the memory is per sentence (`_grouped_cross_attention`)."""
+    d, H = _sizes(layer)
+    x = x + layer.self_attention.output(context.reshape(-1, 1, d))                   # heads side by side again
+    q = layer.cross_attention.query(layer.cross_attention_norm(x))                   # R x 1 x d
+    if groups is None:
+        context, alpha = scaled_dot_product_attention(q.reshape(-1, H, 1, d // H), cross_keys, cross_values, src_mask)
+        alpha = alpha[:, :, 0]
+    else:
+        context, alpha = _grouped_cross_attention(q.reshape(-1, d), cross_keys, cross_values, src_mask, *groups, H, d)
+    context = context.reshape(-1, 1, d)
+    x = x + layer.cross_attention.output(context)
     x = x + layer.ffn(layer.ffn_norm(x))
-    return x, alpha[:, :, 0]
+    return x, alpha
+
+
+def _grouped_cross_attention(q: Tensor, cross_keys: Tensor, cross_values: Tensor, src_mask: Tensor,
+                             group_rows: Tensor, row_places: Tensor, H: int, d: int) -> tuple[Tensor, Tensor]:
+    """Cross-attention with the memory per sentence (N x H x S x d_k; src_mask N x 1 x 1 x S): the
+    queries of each sentence's rows side by side (group_rows N x G; a place no row takes holds
+    any row, whose answer there is never read), so each sentence's keys and values are read
+    once for all its rows, a beam's included, where the direct graph reads a copy per row.
+    q: R x d. Returns the context (R x d) and α (R x H x S), row r's at place
+    row_places[r] = n·G + g of the N x G grid. H and d are the model's (plain ints), so the
+    reshapes are constants: at one row a step costs its nodes more than its numbers, and
+    shape arithmetic would add nodes."""
+    grid = q.reshape(-1, H, d // H)[group_rows].transpose(1, 2)                      # N x H x G x d_k
+    context, alpha = scaled_dot_product_attention(grid, cross_keys, cross_values, src_mask)
+    context = context.transpose(1, 2).reshape(-1, d)[row_places]                      # R x d
+    alpha = torch.flatten(alpha.transpose(1, 2), 0, 1)[row_places]                   # R x H x S
+    return context, alpha
 
 
 def layer_step(layer: DecoderLayer, x: Tensor, past_keys: Tensor, past_values: Tensor, self_mask: Tensor,
@@ -195,32 +236,30 @@ def layer_step(layer: DecoderLayer, x: Tensor, past_keys: Tensor, past_values: T
     """DecoderLayer.forward (in eval mode) for one position, on head-major caches and memory.
     x: R x 1 x d; past_*: R x H x T x d_k; cross_*: R x H x S x d_k. Returns x, α (R x H x S)
     and the keys and values attended over (R x H x T+1 x d_k: the new caches)."""
-    R, _, d = x.shape
-    H = past_keys.size(1)
-    q, k, v = _own_qkv(layer, x, R, d, H)
+    q, k, v = _own_qkv(layer, x)
     keys = torch.cat([past_keys, k], dim=2)                                          # R x H x T+1 x d_k
     values = torch.cat([past_values, v], dim=2)
     context, _ = scaled_dot_product_attention(q, keys, values, self_mask)           # R x H x 1 x d_k
-    x, alpha = _after_self_attention(layer, x, context, cross_keys, cross_values, src_mask, R, d, H)
+    x, alpha = _after_self_attention(layer, x, context, cross_keys, cross_values, src_mask)
     return x, alpha, keys, values
 
 
 def layer_append_step(layer: DecoderLayer, x: Tensor, past_keys: Tensor, past_values: Tensor, past_mask: Tensor,
-                      cross_keys: Tensor, cross_values: Tensor, src_mask: Tensor) -> tuple[Tensor, ...]:
+                      cross_keys: Tensor, cross_values: Tensor, src_mask: Tensor,
+                      groups: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, ...]:
     """`layer_step` over caches with room to grow, without appending to them: the new
     position's scores and values are taken beside the cache's (one softmax over both), and
     only its keys and values are returned (R x H x 1 x d_k each). past_*: R x H x C x d_k;
-    past_mask: R x 1 x 1 x C, True on each row's own entries."""
-    R, _, d = x.shape
-    H = past_keys.size(1)
-    q, k, v = _own_qkv(layer, x, R, d, H)
-    scale = q.size(-1) ** -0.5
+    past_mask: R x 1 x 1 x C, True on each row's own entries; groups: as in
+    `_after_self_attention` (the memory then per sentence)."""
+    d, H = _sizes(layer)
+    q, k, v = _own_qkv(layer, x)
+    scale = (d // H) ** -0.5
     past = (q @ past_keys.transpose(-2, -1) * scale).masked_fill(~past_mask, float("-inf"))   # R x H x 1 x C
     new = (q * k).sum(-1, keepdim=True) * scale                                      # R x H x 1 x 1
-    weights = torch.softmax(torch.cat([past, new], dim=-1), dim=-1)
-    C = past_keys.size(2)
-    context = weights[..., :C] @ past_values + weights[..., C:] * v                  # R x H x 1 x d_k
-    x, alpha = _after_self_attention(layer, x, context, cross_keys, cross_values, src_mask, R, d, H)
+    weights = torch.softmax(torch.cat([past, new], dim=-1), dim=-1)                  # R x H x 1 x C+1
+    context = weights[..., :-1] @ past_values + weights[..., -1:] * v                # R x H x 1 x d_k
+    x, alpha = _after_self_attention(layer, x, context, cross_keys, cross_values, src_mask, groups)
     return x, alpha, k, v
 
 
@@ -288,8 +327,11 @@ class AppendStepGraph(DecoderStepGraph):
 
     def forward(self, prev_tokens: Tensor, *inputs: Tensor):
         L = len(self.model.decoder.layers)
-        caches, cross = inputs[:2 * L], inputs[2 * L:4 * L]
-        src_mask, vocab_bias, k, forced_tokens, positions, cache_length = inputs[4 * L:]
+        return self.append_step(prev_tokens, inputs[:2 * L], inputs[2 * L:4 * L], *inputs[4 * L:])
+
+    def append_step(self, prev_tokens: Tensor, caches: tuple[Tensor, ...], cross: tuple[Tensor, ...],
+                    src_mask: Tensor, vocab_bias: Tensor, k: Tensor, forced_tokens: Tensor, positions: Tensor,
+                    cache_length: Tensor, groups: tuple[Tensor, Tensor] | None = None):
         decoder = self.model.decoder
         entry = torch.arange(caches[0].size(2), device=prev_tokens.device)          # C
         own = (entry.unsqueeze(0) >= (cache_length - positions).unsqueeze(1)) & (entry < cache_length)   # R x C
@@ -299,7 +341,7 @@ class AppendStepGraph(DecoderStepGraph):
         for i, layer in enumerate(decoder.layers):
             x, alpha, keys, values = layer_append_step(layer, x, caches[2 * i], caches[2 * i + 1],
                                                        own[:, None, None, :], cross[2 * i], cross[2 * i + 1],
-                                                       src_mask[:, None, None, :])
+                                                       src_mask[:, None, None, :], groups)
             entries += [keys, values]
             alphas.append(alpha)
         logits = decoder.output_layer(decoder.layer_norm(x[:, 0]))                   # R x V
@@ -307,12 +349,25 @@ class AppendStepGraph(DecoderStepGraph):
         return *choose_tokens(logits, vocab_bias, k, forced_tokens), *entries, alpha
 
 
+class GroupedStepGraph(AppendStepGraph):
+    """`decoder_step_grouped.onnx`: the append step with the memory per sentence, each
+    sentence's rows grouped for its cross-attention (`_grouped_cross_attention`): the CPU
+    host's step, beams and all, with no copy of a sentence's memory per row. Its inputs are
+    `Contract.step_inputs(append=True, grouped=True)`."""
+
+    def forward(self, prev_tokens: Tensor, *inputs: Tensor):
+        L = len(self.model.decoder.layers)
+        *rest, group_rows, row_places = inputs[4 * L:]
+        return self.append_step(prev_tokens, inputs[:2 * L], inputs[2 * L:4 * L], *rest,
+                                groups=(group_rows, row_places))
+
+
 def export_graphs(model: Transformer, out_dir: Path) -> None:
     model.eval()
     # The exporter puts each module back in the mode it found it in, its submodules too: a
     # wrapper left in training mode would leave the model with dropout on after the export.
-    encoder, step, shared_step, append_step = (graph(model).eval() for graph in (
-        EncoderGraph, DecoderStepGraph, SharedDecoderStepGraph, AppendStepGraph))
+    encoder, step, shared_step, append_step, grouped_step = (graph(model).eval() for graph in (
+        EncoderGraph, DecoderStepGraph, SharedDecoderStepGraph, AppendStepGraph, GroupedStepGraph))
     contract = Contract(len(model.decoder.layers))
     H, d_k = model.cfg.heads, model.cfg.d_model // model.cfg.heads
     src = torch.tensor([[5, 6, 7, EOS_ID], [8, 9, EOS_ID, PAD_ID]])
@@ -358,6 +413,15 @@ def export_graphs(model: Transformer, out_dir: Path) -> None:
                 contract.step_outputs, {**step_axes, **per_row})
         declare_outputs(out_dir / APPEND_GRAPH["decoder_step_append"],
                         {new: ["rows", H, 1, d_k] for new in contract.step_state.values()})
+        # Sentence 0's row and sentence 1's two in a grid of G = 5 places (the places no row takes
+        # hold the sentence's first row), so that G coincides with no other traced size.
+        group_rows, row_places = torch.tensor([[0, 0, 0, 0, 0], [1, 2, 1, 1, 1]]), torch.tensor([0, 5, 6])
+        to_onnx(grouped_step, (prev, *roomy, *memory, *choice, positions, torch.tensor(5), group_rows, row_places),
+                out_dir / GROUPED_GRAPH["decoder_step_grouped"], contract.step_inputs(append=True, grouped=True),
+                contract.step_outputs, {**step_axes, **per_sentence, GROUP_ROWS: {0: "sentences", 1: "group_width"},
+                                        ROW_PLACES: {0: "rows"}})
+        declare_outputs(out_dir / GROUPED_GRAPH["decoder_step_grouped"],
+                        {new: ["rows", H, 1, d_k] for new in contract.step_state.values()})
 
 
 def declare_outputs(path: Path, shapes: dict[str, list]) -> None:
@@ -378,7 +442,7 @@ def declare_outputs(path: Path, shapes: dict[str, list]) -> None:
 # --- the graphs in ONNX Runtime, without the serving engine -------------------------------
 
 def onnx_sessions(model_dir: Path) -> dict:
-    """The three graphs (and the append step where the directory has it) as ONNX Runtime CPU
+    """The three graphs (and the append and grouped steps where the directory has them) as ONNX Runtime CPU
     sessions, checked against the contract's names for the manifest's number of decoder layers."""
     import onnxruntime as ort
 
@@ -388,9 +452,10 @@ def onnx_sessions(model_dir: Path) -> dict:
     expected = {"encoder": (ENCODER_INPUTS, contract.encoder_outputs),
                 "decoder_step": (contract.step_inputs(), contract.step_outputs),
                 "decoder_step_shared": (contract.step_inputs(shared=True), contract.step_outputs),
-                "decoder_step_append": (contract.step_inputs(append=True), contract.step_outputs)}
+                "decoder_step_append": (contract.step_inputs(append=True), contract.step_outputs),
+                "decoder_step_grouped": (contract.step_inputs(append=True, grouped=True), contract.step_outputs)}
     sessions = {}
-    optional = {name: file for name, file in APPEND_GRAPH.items() if (model_dir / file).is_file()}
+    optional = {name: file for name, file in {**APPEND_GRAPH, **GROUPED_GRAPH}.items() if (model_dir / file).is_file()}
     for name, file in {**GRAPHS, **optional}.items():
         session = ort.InferenceSession(str(model_dir / file), options, providers=["CPUExecutionProvider"])
         signature = (tuple(i.name for i in session.get_inputs()), tuple(o.name for o in session.get_outputs()))
@@ -402,15 +467,19 @@ def onnx_sessions(model_dir: Path) -> dict:
 
 def onnx_step(session, prev: np.ndarray, caches: dict[str, np.ndarray], memory: dict[str, np.ndarray],
               bias: np.ndarray, k: int, forced: np.ndarray, positions: np.ndarray,
-              memory_index: np.ndarray | None = None, cache_length: int | None = None) -> dict[str, np.ndarray]:
+              memory_index: np.ndarray | None = None, cache_length: int | None = None,
+              groups: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, np.ndarray]:
     """One run of a step graph: caches and memory by name (the contract's step_state inputs
-    and memory); returns every output by name. cache_length: the append step's."""
+    and memory); returns every output by name. cache_length: the append step's; groups:
+    the grouped step's (group_rows, row_places)."""
     feeds = {"prev_tokens": prev, **caches, **memory, "vocab_bias": bias, "k": np.array([k], dtype=np.int64),
              "forced_tokens": forced, POSITIONS: positions}
     if memory_index is not None:
         feeds["memory_index"] = memory_index
     if cache_length is not None:
         feeds[CACHE_LENGTH] = np.array(cache_length, dtype=np.int64)
+    if groups is not None:
+        feeds[GROUP_ROWS], feeds[ROW_PLACES] = groups
     outputs = [o.name for o in session.get_outputs()]
     return dict(zip(outputs, session.run(outputs, feeds)))
 
@@ -448,8 +517,10 @@ def onnx_greedy(sessions: dict, sources: list[list[int]], vocab_size: int, join_
     Each step also runs the shared graph (unless not `check_shared`), on per-sentence memory
     and on beams of 1-3 copies of each row, and with `differences` the append step where
     `sessions` has it, on the caches with APPEND_ROOM positions of room (its largest
-    difference from the direct graph goes to differences["append_vs_direct"]); returns the
-    traces and the shared graph's largest difference from the direct one."""
+    difference from the direct graph goes to differences["append_vs_direct"]), and the grouped
+    step likewise, on the beams' copies in a shuffled order over every sentence's memory, the
+    finished ones' included (differences["grouped_vs_direct"]); returns the traces and the
+    shared graph's largest difference from the direct one."""
     n = len(sources)
     join_at = join_at or [0] * n
     contract = Contract.of_sessions(sessions)
@@ -492,6 +563,14 @@ def onnx_greedy(sessions: dict, sources: list[list[int]], vocab_size: int, join_
             differences["append_vs_direct"] = max(differences.get("append_vs_direct", 0.0),
                                                   _append_difference(sessions["decoder_step_append"], out, prev, caches,
                                                                      row_memory, bias, forced, positions, contract))
+        if differences is not None and "decoder_step_grouped" in sessions:
+            copies = np.random.default_rng(step).permutation(beams)
+            differences["grouped_vs_direct"] = max(
+                differences.get("grouped_vs_direct", 0.0),
+                _append_difference(sessions["decoder_step_grouped"], {name: o[copies] for name, o in out.items()},
+                                   prev[copies], {name: c[copies] for name, c in caches.items()}, memory, bias,
+                                   forced[copies], positions[copies], contract,
+                                   sentence_groups(rows[copies], len(sources))))
         tokens = out["topk_ids"][:, 0]                                               # R
         keep = []
         for r, (i, token) in enumerate(zip(rows, tokens)):
@@ -512,14 +591,15 @@ APPEND_ROOM = 3                                       # positions of room the pa
 
 def _append_difference(session, out: dict[str, np.ndarray], prev: np.ndarray, caches: dict[str, np.ndarray],
                        memory: dict[str, np.ndarray], bias: np.ndarray, forced: np.ndarray, positions: np.ndarray,
-                       contract: Contract) -> float:
-    """The append step on the direct step's feeds, its caches given APPEND_ROOM positions of
-    room (zeros), against the direct step's outputs `out`: the largest difference of its top k,
-    forced log-probabilities and α, and of each new entry from the last position of the
-    direct step's new caches."""
+                       contract: Contract, groups: tuple[np.ndarray, np.ndarray] | None = None) -> float:
+    """The append step (the grouped one with `groups`, its memory per sentence) on the direct
+    step's feeds, its caches given APPEND_ROOM positions of room (zeros), against the direct
+    step's outputs `out`: the largest difference of its top k, forced log-probabilities and α,
+    and of each new entry from the last position of the direct step's new caches."""
     T = next(iter(caches.values())).shape[POSITION_AXIS]
     roomy = {name: np.pad(c, ((0, 0), (0, 0), (0, APPEND_ROOM), (0, 0))) for name, c in caches.items()}
-    mine = onnx_step(session, prev, roomy, memory, bias, PARITY_TOPK, forced, positions, cache_length=T)
+    mine = onnx_step(session, prev, roomy, memory, bias, PARITY_TOPK, forced, positions, cache_length=T,
+                     groups=groups)
     worst = max(max_diff(mine[name], out[name]) for name in ("topk_log_probs", "topk_ids", "forced_log_probs", "alpha"))
     for new in contract.step_state.values():
         worst = max(worst, max_diff(mine[new], out[new][:, :, -1:]))
@@ -635,7 +715,7 @@ def export_model(model: Transformer, tokenizer: Path, out_dir: Path, name: str, 
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         export_graphs(model, tmp)
-        graphs = {**GRAPHS, **APPEND_GRAPH}
+        graphs = {**GRAPHS, **APPEND_GRAPH, **GROUPED_GRAPH}
         share_weights(tmp, list(graphs.values()), half=True)
         shutil.copy(tokenizer, tmp / MODEL_FILE)
         save_half_checkpoint(model, "transformer", tmp / "checkpoint.pt")

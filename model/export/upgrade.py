@@ -6,8 +6,9 @@ current one from what it already holds, its float16 `checkpoint.pt` and `spm.mod
   [N,S,L*d] tensors, sliced and transposed to heads at every step), into the head-major
   layout of `model/export/transformer.py`; without a checkpoint.pt, from the weights read
   back from its graphs (`recover.py`). A schema 2 RNNsearch is served as it is;
-- a current-schema float Transformer exported before the append step
-  (`decoder_step_append`), which it gains with the rest re-exported as it was.
+- a current-schema float Transformer exported before the append steps
+  (`decoder_step_append`, `decoder_step_grouped`), which it gains with the rest re-exported
+  as it was.
 
 The export is the ordinary one (`rnnsearch.py`, `transformer.py`), parity check included;
 what the old manifest knew about the model (name, version, languages, training card, test
@@ -27,9 +28,10 @@ from attnmt.corpus.splits import corpus_files, read_parallel
 from attnmt.model.export import rnnsearch, transformer
 from attnmt.model.export.recover import load_model_directory
 from attnmt.model.tokenizer import MODEL_FILE
-from attnmt.service.modeldir.manifest import APPEND_GRAPH, MANIFEST, SCHEMA_VERSION, write_manifest
+from attnmt.service.modeldir.manifest import APPEND_GRAPH, GROUPED_GRAPH, MANIFEST, SCHEMA_VERSION, write_manifest
 
-APPEND = next(iter(APPEND_GRAPH))       # the step a current-schema Transformer exported before it lacks
+# The steps a current-schema Transformer exported before them lacks.
+LATER_STEPS = (*APPEND_GRAPH, *GROUPED_GRAPH)
 
 # For a directory whose training data is not at hand: short everyday, software and Bible Spanish.
 FALLBACK_SENTENCES = [
@@ -68,8 +70,7 @@ def read_old(model_dir: Path) -> dict:
     old = json.loads(path.read_text(encoding="utf-8"))
     version = old.get("schema_version")
     is_transformer = old.get("architecture") == "Transformer"
-    if version == SCHEMA_VERSION and not (is_transformer and APPEND not in (old.get("graphs") or {})
-                                          and not old.get("quantization")):
+    if version == SCHEMA_VERSION and not (is_transformer and _missing(old) and not old.get("quantization")):
         raise UpgradeError(f"{model_dir}: already schema_version {SCHEMA_VERSION}, nothing to upgrade")
     if version == 2 and not is_transformer:
         raise UpgradeError(f"{model_dir}: a schema_version 2 {old.get('architecture', 'RNNsearch')} is served as it "
@@ -82,6 +83,11 @@ def read_old(model_dir: Path) -> dict:
         raise UpgradeError(f"{model_dir}: no checkpoint.pt to re-export from (an int8 directory holds no float "
                            "weights: upgrade the float directory it was quantized from, then quantize again)")
     return old
+
+
+def _missing(manifest: dict) -> list[str]:
+    """The LATER_STEPS a manifest's graphs lack."""
+    return [step for step in LATER_STEPS if step not in (manifest.get("graphs") or {})]
 
 
 def upgrade_model(model_dir: Path, out_dir: Path | None = None, tolerance: float = 1e-4) -> dict:
@@ -105,7 +111,7 @@ def upgrade_model(model_dir: Path, out_dir: Path | None = None, tolerance: float
         # Same weights, so the same version and the same measured scores.
         manifest.update(version=old["version"], evaluation=old.get("evaluation") or {},
                         upgraded={"from_schema_version": old["schema_version"], "date": dt.date.today().isoformat(),
-                                  **({"added": APPEND} if old["schema_version"] == SCHEMA_VERSION else {})})
+                                  **({"added": _missing(old)} if old["schema_version"] == SCHEMA_VERSION else {})})
         if old.get("quantization") is not None:
             manifest["quantization"] = old["quantization"]
         write_manifest(staged, manifest)

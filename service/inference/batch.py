@@ -14,7 +14,10 @@ in one vectorised assignment, beam sentences are advanced together by
 finished hypothesis is a slice. The only Python loops are over sentences that
 finish and over beam sentences when their rows are reassigned.
 
-Beam size 1 is greedy search. The step's memory takes one of three paths:
+Beam size 1 is greedy search. The step's memory takes one of four paths:
+- beams in a step of GROUPED_ROWS rows or more, on the CPU provider, with a Transformer
+  exported with `decoder_step_grouped`: that graph reads the memory as it is, once per
+  sentence, and each step is told which rows are whose (`manifest.sentence_groups`);
 - every sentence has one row: rows and memory slots coincide and `decoder_step`
   reads the memory as it is;
 - beams on the host: each row reads a copy of its sentence's memory kept across
@@ -34,12 +37,18 @@ from attnmt.service.inference.engine import Engine, StepOutput
 from attnmt.service.inference.search import BEAM, FORCED, GREEDY, Search
 from attnmt.service.inference.slots import Memory, RowMemory, Rows, StateBuffers, positions
 from attnmt.service.inference.vocab_bias import VocabularyBias
-from attnmt.service.modeldir.manifest import SRC_MASK
+from attnmt.service.modeldir.manifest import SRC_MASK, sentence_groups
 
 # The encoder's cost: about one call overhead per call plus a constant per padded source
 # piece (every row runs to the longest); the overhead is worth about this many padded pieces.
 ENCODER_CALL_PIECES = 48
 ENCODER_MAX_ROWS = 64
+# Steps of beams with at least this many rows take the grouped step where the engine has it.
+# Its grouping costs nodes that a few rows feel and greedy rows do not need (one row at a
+# time: 0.94x the append step's time; 5 beam rows 0.99x; 26 greedy rows 0.97x), and it pays
+# where many rows read their sentences' memory (65 beam rows 1.02x, 320 rows 1.03x, and no
+# copy of the memory per row on the host). AMD EPYC, one thread, docs/benchmarks.md.
+GROUPED_ROWS = 32
 
 
 def encoder_chunks(lengths: list[int]) -> list[slice]:
@@ -234,14 +243,14 @@ class DecodeBatch:
         machine has cores to spare (the server's worker decides; Engine.step(idle=))."""
         if not self.searches:
             return []
-        step_memory, memory_index = self._step_memory()      # may put rows back in slot order
+        step_memory, memory_index, groups = self._step_memory()      # may put rows back in slot order
         R = self.rows.n
         special, beams, forced, k = (self._by_kind() if (self.rows.kind[:R] != GREEDY).any()
                                      else ((), (), (), 1))
         forced_next = np.zeros(R, dtype=np.int64)                          # R: forced rows' next token
         for s in forced:
             forced_next[s.rows[0]] = s.forced[s.steps]
-        out = self._run(step_memory, memory_index, k, forced_next, idle)
+        out = self._run(step_memory, memory_index, groups, k, forced_next, idle)
         t = self._keep_alpha_and_state(out)                                # R: where this step wrote
 
         finished: list[Search] = []
@@ -257,19 +266,22 @@ class DecodeBatch:
             self._leave(finished)
         return finished
 
-    def _step_memory(self) -> tuple[dict, np.ndarray | None]:
-        """The step's memory feeds, and the row -> memory slot index where the graph gathers
-        it (None: row r reads memory row r). One of the three paths in the module docstring."""
+    def _step_memory(self) -> tuple[dict, np.ndarray | None, tuple[np.ndarray, np.ndarray] | None]:
+        """The step's memory feeds, the row -> memory slot index where the graph gathers it
+        (None: row r reads memory row r) and the grouped step's groups (None: not that graph).
+        One of the four paths in the module docstring."""
         rows, memory = self.rows, self.memory
+        if self.engine.grouped and memory.n < rows.n >= GROUPED_ROWS:   # the memory as it is, rows grouped
+            return self._memory(), None, sentence_groups(rows.slot[:rows.n], memory.n)
         if rows.n == memory.n:          # one row per sentence: the direct graph, row r -> slot r
             if not np.array_equal(rows.slot[:rows.n], np.arange(rows.n)):
                 self._align_rows_to_slots()
-            return self._memory(), None
+            return self._memory(), None, None
         if self._device is not None:    # the memory stays on the device: the graph gathers it there
             memory_index = rows.slot[:rows.n].copy()
-            return self._memory(), memory_index
+            return self._memory(), memory_index, None
         # on the host: the rows' copies, kept across steps
-        return self.engine.row_memory(self._row_memory, memory, rows.slot[:rows.n]), None
+        return self.engine.row_memory(self._row_memory, memory, rows.slot[:rows.n]), None, None
 
     def _memory(self) -> dict:
         return self.memory.view() if self._device is None else self._device.step_memory(self.memory)
@@ -299,8 +311,8 @@ class DecodeBatch:
             return None, None
         return self._bias.per_slot(self.searches, self.memory)
 
-    def _run(self, step_memory: dict, memory_index: np.ndarray | None, k: int, forced_next: np.ndarray,
-             idle: bool) -> StepOutput:
+    def _run(self, step_memory: dict, memory_index: np.ndarray | None, groups: tuple | None, k: int,
+             forced_next: np.ndarray, idle: bool) -> StepOutput:
         """The engine's step over all R rows, each returning its k best tokens."""
         rows, engine = self.rows, self.engine
         R = rows.n
@@ -310,7 +322,7 @@ class DecodeBatch:
                  else self._device.step_state(rows, self.cache_length))
         return engine.step(rows.prev[:R], state, step_memory, k, forced_next, memory_index, vocab_bias=bias,
                            candidates=candidates, idle=idle, positions=rows.steps[:R] if engine.positions else None,
-                           cache_length=rows.cache_len if rows.appending else None)
+                           cache_length=rows.cache_len if rows.appending else None, groups=groups)
 
     def _keep_alpha_and_state(self, out: StepOutput) -> np.ndarray:
         """Write each row's α into its history and keep the new state; returns t (R), the

@@ -25,7 +25,9 @@ from attnmt.service.inference.slots import Memory, RowMemory
 from attnmt.service.modeldir.manifest import (
     CACHE_LENGTH,
     ENCODER_INPUTS,
+    GROUP_ROWS,
     POSITIONS,
+    ROW_PLACES,
     Manifest,
     decoder_outputs,
     encoder_outputs,
@@ -96,6 +98,11 @@ class Engine:
         # on the device path or OpenVINO, which keep the graphs they were measured with.
         self.append = (options.device == "cpu" and not io_binding and "decoder_step_append" in self.manifest.graphs
                        and not (options.shortlist and self.manifest.shortlist))
+        # Where the directory has it, the append step over the memory per sentence, for steps of
+        # many beam rows (batch.py decides): a step's rows are grouped by sentence
+        # (`sentence_groups`), so a beam's rows read their sentence's cross K and V once, and no
+        # row needs a copy of its sentence's memory (slots.RowMemory). Opened when first used.
+        self.grouped = self.append and "decoder_step_grouped" in self.manifest.graphs
         step_graph = "decoder_step_append" if self.append else "decoder_step"
         self.decoder = self.sessions.step_graph(step_graph)
         self.positions = self.sessions.positions            # whether the step graphs take POSITIONS
@@ -190,8 +197,8 @@ class Engine:
     def step(self, prev_tokens: np.ndarray, state: dict[str, np.ndarray], memory: dict, k: int,
              forced_tokens: np.ndarray, memory_index: np.ndarray | None = None,
              vocab_bias: np.ndarray | None = None, candidates: np.ndarray | None = None,
-             idle: bool = False, positions: np.ndarray | None = None, cache_length: int | None = None
-             ) -> StepOutput:
+             idle: bool = False, positions: np.ndarray | None = None, cache_length: int | None = None,
+             groups: tuple[np.ndarray, np.ndarray] | None = None) -> StepOutput:
         """One decoder step for R rows.
 
         memory: the manifest's memory by name, numpy arrays or OrtValues on the device;
@@ -206,8 +213,11 @@ class Engine:
         positions: R, each row's step, for graphs that take it (`self.positions`).
         cache_length: with `self.append`, the positions of the caches in use (the state then holds
         each cache with room beyond them, and StepOutput.state the new entries, R x H x 1 x d_k).
+        groups: with `self.grouped`, (group_rows, row_places) of `sentence_groups` for the grouped
+        step: the memory is then per sentence, as the batch keeps it (no memory_index).
         """
-        session = self._step_graph(shared=memory_index is not None, shortlist=candidates is not None, idle=idle)
+        session = (self.sessions.cached("decoder_step_grouped") if groups is not None else
+                   self._step_graph(shared=memory_index is not None, shortlist=candidates is not None, idle=idle))
         feeds = {"prev_tokens": prev_tokens,
                  "vocab_bias": vocab_bias if vocab_bias is not None
                  else self.default_bias if self._device_bias is None else self._device_bias,
@@ -220,6 +230,8 @@ class Engine:
             feeds[POSITIONS] = positions
         if self.append:                     # (never with memory_index or candidates: see __init__)
             feeds[CACHE_LENGTH] = np.array(cache_length, dtype=np.int64)
+        if groups is not None:
+            feeds[GROUP_ROWS], feeds[ROW_PLACES] = groups
         names = list(decoder_outputs(self.state_names.values()))
         feeds.update(state)
         feeds.update(memory)

@@ -25,13 +25,16 @@ log = logging.getLogger(__name__)
 # The slot graphs (model/export/slot_graphs.py), shipped with the service: the device path's gathers.
 SLOT_GRAPHS = Path(__file__).parent / "graphs"
 
-# The step graphs by name: (shared memory, shortlist, append), which of the contract's optional
-# inputs each takes beyond decoder_step's.
-STEP_GRAPHS = {"decoder_step": (False, False, False),
-               "decoder_step_shared": (True, False, False),
-               "decoder_step_shortlist": (False, True, False),
-               "decoder_step_shared_shortlist": (True, True, False),
-               "decoder_step_append": (False, False, True)}
+# The step graphs by name: (shared memory, shortlist, append, grouped), which of the contract's
+# optional inputs each takes beyond decoder_step's.
+STEP_GRAPHS = {"decoder_step": (False, False, False, False),
+               "decoder_step_shared": (True, False, False, False),
+               "decoder_step_shortlist": (False, True, False, False),
+               "decoder_step_shared_shortlist": (True, True, False, False),
+               "decoder_step_append": (False, False, True, False),
+               "decoder_step_grouped": (False, False, True, True)}
+# The step graphs a batch of one row per sentence steps with; the first opened says whether they take POSITIONS.
+_DIRECT = ("decoder_step", "decoder_step_append", "decoder_step_grouped")
 
 _LEVELS = {"disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
            "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
@@ -39,6 +42,12 @@ _LEVELS = {"disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
            "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}
 
 OPENVINO = "OpenVINOExecutionProvider"
+
+# ONNX Runtime optimizers left off on the CPU provider. MatMulScaleFusion folds attention's
+# 1/sqrt(d_k) into the Q·Kᵀ FusedMatMul, whose CPU kernel is then slower than the product and a
+# separate Mul: a Transformer's step took 1.11x the time at one row and 1.02-1.04x at 26-320
+# (AMD EPYC, one thread), the encoder the same either way; the numbers are the same bits.
+CPU_DISABLED_OPTIMIZERS = ["MatMulScaleFusion"]
 
 
 def axis_suffix(axis: int) -> str:
@@ -157,9 +166,9 @@ class Sessions:
                    ) -> ort.InferenceSession:
         """A new session of one of the `STEP_GRAPHS`; spinning, threads: override allow_spinning
         and intra_op_threads."""
-        shared, shortlist, append = STEP_GRAPHS[name]
+        shared, shortlist, append, grouped = STEP_GRAPHS[name]
         inputs = decoder_inputs(self.manifest.memory, self.state_names, shared=shared, shortlist=shortlist,
-                                append=append)
+                                append=append, grouped=grouped)
         return self.graph(name, inputs, decoder_outputs(self.state_names.values()), spinning, threads)
 
     def kept_open(self) -> dict[str, ort.InferenceSession]:
@@ -185,7 +194,7 @@ class Sessions:
         session = self._open_session(path, graph, spinning, threads)
         names_in = tuple(i.name for i in session.get_inputs())
         names_out = tuple(o.name for o in session.get_outputs())
-        direct = graph in ("decoder_step", "decoder_step_append")   # the first step graph opened: it decides
+        direct = graph in _DIRECT                          # the first step graph opened: it decides
         if graph != "encoder" and POSITIONS in names_in:       # optional: each row's step
             if not direct and not self.positions:
                 raise ModelLoadError(f"{path}: takes {POSITIONS!r} where decoder_step does not")
@@ -223,8 +232,10 @@ class Sessions:
                 config["INFERENCE_NUM_THREADS"] = self.options.intra_op_threads
             so.add_provider_for_devices(self._openvino, {"load_config": json.dumps({"CPU": config})})
             providers = None
+        disabled = CPU_DISABLED_OPTIMIZERS if self.options.device == "cpu" else []
         try:
-            session = ort.InferenceSession(str(path), sess_options=so, providers=providers)
+            session = ort.InferenceSession(str(path), sess_options=so, providers=providers,
+                                           disabled_optimizers=disabled)
         except Exception as e:  # ORT raises several exception types for a bad graph
             raise ModelLoadError(f"{path}: ONNX Runtime cannot load it: {e}") from e
         got = session.get_providers()

@@ -25,6 +25,13 @@
                         position's entry of each cache ([R,H,1,d_k]), which the host writes
                         at cache_length, instead of the caches with it appended (a copy of
                         every cache at every step).
+    decoder_step_grouped.onnx (optional, a Transformer's)
+                        decoder_step_append with the memory per sentence ([N,S,...]) and
+                        two more inputs, group_rows[N,G] int64 (sentence n's rows side by
+                        side; where it has fewer than G, any row: its answer there is never
+                        read) and row_places[R] int64 (row r's place n·G + g in that grid;
+                        `sentence_groups`): a sentence's memory is read once for all its
+                        rows (a beam's), with no copy per row.
     spm.model           SentencePiece
     manifest.json       this schema
 
@@ -73,6 +80,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from attnmt.service.errors import ModelLoadError
@@ -94,6 +102,9 @@ SHORTLIST_GRAPHS = {"decoder_step_shortlist": "decoder_step_shortlist.onnx",
                     "decoder_step_shared_shortlist": "decoder_step_shared_shortlist.onnx"}
 # Optional, a Transformer's: the direct step graph over caches with room to grow (module docstring).
 APPEND_GRAPH = {"decoder_step_append": "decoder_step_append.onnx"}
+# Optional, a Transformer's: the append step over the memory per sentence, rows grouped by sentence.
+GROUPED_GRAPH = {"decoder_step_grouped": "decoder_step_grouped.onnx"}
+GROUP_ROWS, ROW_PLACES = "group_rows", "row_places"
 
 
 def encoder_outputs(memory: Iterable[str], initial_state: Iterable[str]) -> tuple[str, ...]:
@@ -102,13 +113,30 @@ def encoder_outputs(memory: Iterable[str], initial_state: Iterable[str]) -> tupl
 
 
 def decoder_inputs(memory: Iterable[str], state: Iterable[str], shared: bool = False, shortlist: bool = False,
-                   positions: bool = False, append: bool = False) -> tuple[str, ...]:
+                   positions: bool = False, append: bool = False, grouped: bool = False) -> tuple[str, ...]:
     """A step graph's inputs: the step state and memory (manifest `step_state`, `memory`) among the
     contract's own; `shared` with memory_index, `shortlist` with candidates, `positions` with POSITIONS,
-    `append` with CACHE_LENGTH."""
+    `append` with CACHE_LENGTH, `grouped` with GROUP_ROWS and ROW_PLACES."""
     return ("prev_tokens", *state, *memory, "vocab_bias", "k", "forced_tokens") \
         + ("candidates",) * shortlist + ("memory_index",) * shared + (POSITIONS,) * positions \
-        + (CACHE_LENGTH,) * append
+        + (CACHE_LENGTH,) * append + (GROUP_ROWS, ROW_PLACES) * grouped
+
+
+def sentence_groups(memory_index: np.ndarray, sentences: int) -> tuple[np.ndarray, np.ndarray]:
+    """The grouped step's GROUP_ROWS [N, G] and ROW_PLACES [R] for R >= 1 rows, row r attending
+    memory slot memory_index[r] of `sentences`: each sentence's rows in row order at places
+    0, 1, ... (G: the most rows any sentence has), row 0 at the places no row takes, and
+    row r's place n·G + g."""
+    R = len(memory_index)
+    counts = np.bincount(memory_index, minlength=sentences)
+    G = max(int(counts.max(initial=0)), 1)
+    order = np.argsort(memory_index, kind="stable")
+    first = np.cumsum(counts) - counts                                 # each sentence's first entry in `order`
+    place = np.empty(R, dtype=np.int64)
+    place[order] = np.arange(R) - first[memory_index[order]]
+    group_rows = np.zeros((sentences, G), dtype=np.int64)
+    group_rows[memory_index, place] = np.arange(R)
+    return group_rows, memory_index * G + place
 
 
 def decoder_outputs(new_state: Iterable[str]) -> tuple[str, ...]:

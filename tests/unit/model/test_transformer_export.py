@@ -19,7 +19,7 @@ from attnmt.model.export.transformer import (
 )
 from attnmt.model.tokenizer import BOS_ID, EOS_ID, Tokenizer
 from attnmt.model.train import load_model
-from attnmt.service.modeldir.manifest import APPEND_GRAPH, GRAPHS, SCHEMA_VERSION, load_manifest
+from attnmt.service.modeldir.manifest import APPEND_GRAPH, GRAPHS, GROUPED_GRAPH, SCHEMA_VERSION, load_manifest
 from attnmt.service.modeldir.vocabulary import no_specials_bias
 from conftest import synthetic_corpus
 
@@ -35,12 +35,12 @@ def transformer_model(tiny_transformer_run, tmp_path_factory):
     return out
 
 
-def test_export_writes_the_four_graphs_and_a_manifest(transformer_model, tiny_transformer_run):
+def test_export_writes_the_five_graphs_and_a_manifest(transformer_model, tiny_transformer_run):
     manifest = load_manifest(transformer_model)
     assert manifest.schema_version == SCHEMA_VERSION and manifest.architecture == "Transformer"
-    assert manifest.graphs == {**GRAPHS, **APPEND_GRAPH}
-    assert set(manifest.files) == {*GRAPHS.values(), *APPEND_GRAPH.values(), "weights.bin", "spm.model",
-                                   "checkpoint.pt"}
+    assert manifest.graphs == {**GRAPHS, **APPEND_GRAPH, **GROUPED_GRAPH}
+    assert set(manifest.files) == {*GRAPHS.values(), *APPEND_GRAPH.values(), *GROUPED_GRAPH.values(), "weights.bin",
+                                   "spm.model", "checkpoint.pt"}
     assert manifest.step_state == {"self_keys_0": "new_self_keys_0", "self_values_0": "new_self_values_0"}
     assert manifest.initial_state == {"self_keys_0": "init_self_keys_0", "self_values_0": "init_self_values_0"}
     raw = json.loads((transformer_model / "manifest.json").read_text())
@@ -54,7 +54,8 @@ def test_export_writes_the_four_graphs_and_a_manifest(transformer_model, tiny_tr
     assert dims["vocab_size"] == raw["vocab_size"]                    # the run's SentencePiece
     assert raw["training"]["config"]["architecture"] == "transformer" and "shortlist" not in raw
     parity = raw["export_parity"]
-    for key in ("memory", "log_probs", "forced_log_probs", "alpha", "shared_vs_direct", "append_vs_direct"):
+    for key in ("memory", "log_probs", "forced_log_probs", "alpha", "shared_vs_direct", "append_vs_direct",
+                "grouped_vs_direct"):
         assert parity[key] <= 1e-4, key
     assert parity["greedy_identical"] == "16/16" and parity["late_rows"] == 8
     assert isinstance(load_model(transformer_model / "checkpoint.pt"), type(load_model(tiny_transformer_run
@@ -103,9 +104,10 @@ def test_graph_signatures_are_the_contract(transformer_model):
 
 def test_a_step_neither_splits_nor_transposes_the_caches_or_the_memory(transformer_model, tmp_path):
     """Each layer's caches and cross K/V are fed as the attention reads them, [R,H,T,d_k]: as
-    ONNX Runtime runs a step graph (its optimized graph), no Split or Transpose is left (Kᵀ of
-    QKᵀ is folded into a FusedMatMul, the output layer's transposed table into a constant),
-    and each cache is concatenated with the step's own entry once, along its positions."""
+    ONNX Runtime runs a step graph (its optimized graph), no Transpose is left (Kᵀ of QKᵀ is
+    folded into a FusedMatMul, the output layer's transposed table into a constant), the only
+    Split is of the step's own Q, K, V (ONNX Runtime's fusion of their three slices), and each
+    cache is concatenated with the step's own entry once, along its positions."""
     import onnx
     import onnxruntime as ort
     contract = Contract(1)
@@ -117,7 +119,10 @@ def test_a_step_neither_splits_nor_transposes_the_caches_or_the_memory(transform
         options.optimized_model_filepath = str(tmp_path / f"{graph}.onnx")
         ort.InferenceSession(str(transformer_model / GRAPHS[graph]), options, providers=["CPUExecutionProvider"])
         nodes = onnx.load(options.optimized_model_filepath, load_external_data=False).graph.node
-        assert not {"Split", "Transpose"} & {node.op_type for node in nodes}
+        assert "Transpose" not in {node.op_type for node in nodes}
+        fed = {i.name for i in exported.input}
+        splits = [node for node in nodes if node.op_type == "Split"]
+        assert len(splits) <= 1 and not any(set(node.input) & fed for node in splits)    # one layer's Q, K, V
         for cache, new in contract.step_state.items():
             readers = [node for node in nodes if cache in node.input and node.op_type != "Shape"]   # T: its shape
             assert [(n.op_type, n.input[0], list(n.output)) for n in readers] == [("Concat", cache, [new])]

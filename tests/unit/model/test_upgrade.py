@@ -10,8 +10,8 @@ import pytest
 
 from attnmt.model.cli import register
 from attnmt.model.export.upgrade import FALLBACK_SENTENCES, UpgradeError, parity_sources, upgrade_model
-from attnmt.service.modeldir.manifest import APPEND_GRAPH, GRAPHS, SCHEMA_VERSION, load_manifest
-from conftest import without_append_step
+from attnmt.service.modeldir.manifest import APPEND_GRAPH, GRAPHS, GROUPED_GRAPH, SCHEMA_VERSION, load_manifest
+from conftest import without_append_step, without_grouped_step
 
 
 @pytest.fixture
@@ -145,13 +145,33 @@ def test_a_transformer_without_the_append_step_gains_it_and_keeps_what_was_measu
     assert not Engine(old).append
     upgrade_model(old, tmp_path / "new")
     new = load_manifest(tmp_path / "new")
-    assert new.graphs == {**GRAPHS, **APPEND_GRAPH} and new.version == "2026-01-01"
+    assert new.graphs == {**GRAPHS, **APPEND_GRAPH, **GROUPED_GRAPH} and new.version == "2026-01-01"
     raw = json.loads((tmp_path / "new" / "manifest.json").read_text())
     assert raw["evaluation"] == {"dev": {"greedy": {"bleu": 12.3}}}
-    assert raw["upgraded"]["added"] == "decoder_step_append" and raw["export_parity"]["append_vs_direct"] <= 1e-4
+    assert raw["upgraded"]["added"] == ["decoder_step_append", "decoder_step_grouped"]
+    assert raw["export_parity"]["append_vs_direct"] <= 1e-4 and raw["export_parity"]["grouped_vs_direct"] <= 1e-4
     texts = ["peru vidas kasa .", "gato roja havas arbo blanka ."]
     assert Engine(tmp_path / "new").append
     assert [t.best.text for t in Translator(Engine(tmp_path / "new")).translate(texts)] == \
         [t.best.text for t in Translator(Engine(old)).translate(texts)]
     with pytest.raises(UpgradeError, match="already schema_version"):
         upgrade_model(tmp_path / "new")
+
+
+def test_a_transformer_without_the_grouped_step_gains_it_and_keeps_its_files(tiny_transformer, tiny_transformer_run,
+                                                                            tmp_path):
+    """A directory exported after the append step and before the grouped one: it gains the grouped
+    step, the step it is served with then, and every other file comes out byte-identical."""
+    from attnmt.service.inference.engine import Engine
+    old = without_grouped_step(tiny_transformer, tmp_path / "old")
+    manifest = json.loads((old / "manifest.json").read_text())
+    data = {"data_dir": str(tiny_transformer_run.parent / "data"), "src_lang": "xx", "tgt_lang": "en"}
+    (old / "manifest.json").write_text(json.dumps({**manifest, "training": {"config": data}}))
+    assert not Engine(old).grouped
+    upgrade_model(old, tmp_path / "new")
+    raw = json.loads((tmp_path / "new" / "manifest.json").read_text())
+    assert raw["upgraded"]["added"] == ["decoder_step_grouped"] and Engine(tmp_path / "new").grouped
+    before = json.loads((old / "manifest.json").read_text())["files"]
+    after = raw["files"]
+    assert set(after) - set(before) == {"decoder_step_grouped.onnx"}
+    assert {f: after[f] for f in before} == before
