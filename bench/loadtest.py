@@ -7,7 +7,7 @@ per call, greedy, word alignments; the offline `Translator` in this process on
 the same verses. Server and offline runs alternate, medians of the repeats are
 reported: throughput, CPU-seconds per sentence (the server process's from
 /proc, ours from getrusage), and latency at concurrency 1 against translating
-one sentence at a time offline.
+one sentence at a time offline, the two in turn sentence by sentence.
 """
 
 from __future__ import annotations
@@ -258,13 +258,24 @@ def _offline_throughput(translator: Translator, texts: list[str]) -> tuple[float
     return time.perf_counter() - start, cpu_seconds_self() - cpu
 
 
-def _offline_latencies(translator: Translator, texts: list[str]) -> list[float]:
-    latencies = []
-    for text in texts:
-        start = time.perf_counter()
-        _offline(translator, [text])
-        latencies.append(time.perf_counter() - start)
-    return latencies
+async def interleaved_latencies(translator: Translator, address: str, texts: list[str],
+                                options: pb.DecodingOptions) -> tuple[list[float], list[float]]:
+    """One sentence at a time, each translated offline and then by the server (one client),
+    in turn: (offline latencies, server latencies). In turn sentence by sentence, not in
+    blocks, because this shared machine's speed drifts from one block to the next by more
+    than the difference being measured (one sentence offline took 20 to 30 ms from one block
+    of 150 to the next, 2026-11-29)."""
+    offline, served = [], []
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = pb_grpc.TranslatorStub(channel)
+        for text in texts:
+            start = time.perf_counter()
+            _offline(translator, [text])
+            offline.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            await stub.Translate(pb.TranslateRequest(sentences=[text], options=options))
+            served.append(time.perf_counter() - start)
+    return offline, served
 
 
 def bench_serving(model: Path, sentences: list[str], repeats: int = 5, concurrency: int = 64,
@@ -305,9 +316,8 @@ def bench_serving(model: Path, sentences: list[str], repeats: int = 5, concurren
             run["server_p50_s"], run["server_p95_s"], run["server_p99_s"] = \
                 (float(x) for x in np.percentile(latencies, [50, 95, 99]))
 
-            run["offline_single_s"] = statistics.median(_offline_latencies(single, singles))
-            latencies, _ = asyncio.run(closed_loop(server.address, singles, 1, len(singles), options))
-            run["server_single_s"] = statistics.median(latencies)
+            offline, served = asyncio.run(interleaved_latencies(single, server.address, singles, options))
+            run["offline_single_s"], run["server_single_s"] = statistics.median(offline), statistics.median(served)
             runs.append(run)
 
     def median(key: str) -> float:
@@ -360,7 +370,8 @@ def format_serving(report: dict) -> str:
              f"{ratio['throughput']} |",
              f"| CPU-ms per sentence | {off['cpu_ms_per_sentence']} | {srv['cpu_ms_per_sentence']} "
              f"(+ client {srv['client_cpu_ms_per_sentence']}) | {ratio['cpu_per_sentence']} |",
-             f"| p50 ms, one sentence at a time (server at concurrency 1) | {off['single_sentence_ms']} | "
+             f"| p50 ms, one sentence at a time, offline and served in turn (server at concurrency 1) | "
+             f"{off['single_sentence_ms']} | "
              f"{srv['concurrency_1_p50_ms']} | {ratio['latency']} |",
              f"| p50 / p95 / p99 ms at concurrency {c} | | {srv['p50_ms']} / {srv['p95_ms']} / {srv['p99_ms']} | |",
              f"| mean rows per decoder step at concurrency {c} | | {srv['mean_rows_per_step']} | |",
