@@ -134,6 +134,7 @@ def per_row_activations(model) -> int:
 
     graph = model.graph
     opset = _opset(model)
+    direct = _row_ranks(model)
     producers = {name: node for node in graph.node for name in node.output}
     consumers = _consumers(graph)
     quantizers = [node for node in graph.node if node.op_type == "DynamicQuantizeLinear"]
@@ -149,14 +150,16 @@ def per_row_activations(model) -> int:
         out = node.output[0]
         if node.op_type == "DynamicQuantizeLinear":
             x, (xq, x_scale, x_zero_point) = node.input[0], node.output
-            nodes.extend(_quantize_rows(x, xq, x_scale, opset))
+            nodes.extend(_quantize_rows(x, xq, x_scale, opset, direct.get(x)))
             graph.initializer.append(numpy_helper.from_array(np.array(ZERO_POINT, np.uint8), x_zero_point))
         elif out in rescales:
-            nodes.extend(_dequantize_rows(*rescales[out], out))
+            integer, scale, x = rescales[out]
+            nodes.extend(_dequantize_rows(integer, scale, x, out, x in direct))
         elif out not in casts:
             nodes.append(node)
     if quantizers:
-        _add_row_constants(graph, opset)
+        inputs = {quantizer.input[0] for quantizer in quantizers}
+        _add_row_constants(graph, opset, {direct.get(x, 0) for x in inputs})
     del graph.node[:]
     graph.node.extend(nodes)
     del graph.value_info[:]           # quantize_dynamic recorded x_scale and its products as scalars
@@ -205,6 +208,8 @@ def integer_matmuls(model) -> int:
 
     graph = model.graph
     opset = _opset(model)
+    direct = _row_ranks(model)
+    ranks: set[int] = set()                                  # of the inputs quantized (0: flattened to rows)
     scalars = {t.name for t in graph.initializer if not t.dims}
     producers = {name: node for node in graph.node for name in node.output}
     nodes, replaced = [], 0
@@ -215,19 +220,20 @@ def integer_matmuls(model) -> int:
             nodes.append(node)
             continue
         x, (wq, w_scale, w_zero_point), out = node.input[0], weight.input, node.output[0]
+        ranks.add(direct.get(x, 0))
         name = f"{out}/{_ROW}"
-        nodes.extend(_quantize_rows(x, f"{name}/xq", f"{name}/x_scale", opset))
+        nodes.extend(_quantize_rows(x, f"{name}/xq", f"{name}/x_scale", opset, direct.get(x)))
         nodes.extend([
             helper.make_node("MatMulInteger", [f"{name}/xq", wq, f"{_ROW}/x_zero_point", w_zero_point],
                              [f"{name}/integer"]),
             helper.make_node("Mul", [f"{name}/x_scale", w_scale], [f"{name}/scale"]),
-            *_dequantize_rows(f"{name}/integer", f"{name}/scale", x, out),
+            *_dequantize_rows(f"{name}/integer", f"{name}/scale", x, out, x in direct),
         ])
         replaced += 1
     used = {name for node in nodes for name in node.input} | {o.name for o in graph.output}
     nodes = [n for n in nodes if n.op_type != "DequantizeLinear" or n.output[0] in used]
     if replaced:
-        _add_row_constants(graph, opset)
+        _add_row_constants(graph, opset, ranks)
     del graph.node[:]
     graph.node.extend(nodes)
     del graph.value_info[:]
@@ -247,39 +253,69 @@ def _consumers(graph) -> dict[str, list]:
     return consumers
 
 
+def _row_ranks(model) -> dict[str, int]:
+    """Tensors already one row per entry, by name -> rank: shape [N, K], or [N, 1, ..., 1, K]
+    by ONNX shape inference (a Transformer step's activations, [R, 1, d]). They are quantized
+    and rescaled as they are, along axis 0, where the others are flattened to rows and reshaped
+    back: the five nodes that does per MatMul (Flatten, Shape, Slice, Concat, Reshape) are a
+    step's time at a few rows."""
+    import onnx
+    bare = onnx.ModelProto()
+    bare.CopyFrom(model)
+    del bare.graph.value_info[:]            # quantize_dynamic's own annotations are not all right
+    ranks = {}
+    for info in (*onnx.shape_inference.infer_shapes(bare).graph.value_info, *model.graph.input):
+        tensor = info.type.tensor_type
+        shape = tensor.shape.dim if tensor.HasField("shape") else ()
+        if len(shape) >= 2 and all(d.HasField("dim_value") and d.dim_value == 1 for d in shape[1:-1]):
+            ranks[info.name] = len(shape)
+    return ranks
+
+
 def _rows(x: str) -> str:
     """The name of x flattened to rows [N, K] (`_quantize_rows` makes it)."""
     return f"{x}/{_ROW}/rows"
 
 
-def _dequantize_rows(integer: str, scale: str, x: str, out: str) -> list:
+def _dequantize_rows(integer: str, scale: str, x: str, out: str, direct: bool = False) -> list:
     """out = integer [N, M] * scale [N] along the rows, in x's leading axes [..., M]: one
     DequantizeLinear (int32 -> float, per axis 0). Not Cast * scale: ONNX Runtime's optimizer
     fuses MatMulInteger -> Cast -> Mul(a_scale * b_scale) -> Add(bias) into a
     MatMulIntegerToFloat, which (onnxruntime 1.31) multiplies a non-scalar a_scale into the
     output after adding the bias; and one op reads the int32 output once where Cast and Mul
-    read it twice."""
+    read it twice. direct: x was one row per entry (`_row_ranks`), integer is in its axes."""
     from onnx import helper
+    if direct:
+        return [helper.make_node("DequantizeLinear", [integer, scale], [out], axis=0)]
     return [helper.make_node("DequantizeLinear", [integer, scale], [f"{out}/{_ROW}/rows"], axis=0),
             helper.make_node("Reshape", [f"{out}/{_ROW}/rows", f"{_rows(x)}/shape"], [out])]
 
 
-def _add_row_constants(graph, opset: int) -> None:
+def _add_row_constants(graph, opset: int, ranks: set[int]) -> None:
+    """The constants `_quantize_rows` reads for inputs of these ranks as it quantizes them (0:
+    flattened to rows), and none it does not read (ONNX Runtime warns of each)."""
     from onnx import numpy_helper
-    if any(t.name.startswith(f"{_ROW}/") for t in graph.initializer):
-        return
-    values = {"epsilon": np.float32(EPSILON), "q_max": np.float32(127), "x_zero_point": np.uint8(ZERO_POINT),
-              "first": np.array([0], np.int64), "last_axis": np.array([-1], np.int64)}
+    have = {t.name for t in graph.initializer}
+    values = {"epsilon": np.float32(EPSILON), "q_max": np.float32(127), "x_zero_point": np.uint8(ZERO_POINT)}
+    if 0 in ranks:                      # the shape a flattened input's output is given back in
+        values.update(first=np.array([0], np.int64), last_axis=np.array([-1], np.int64))
     if opset >= 18:                     # ReduceMax's axes as an input (_quantize_rows)
-        values["second_axis"] = np.array([1], np.int64)
-    graph.initializer.extend(numpy_helper.from_array(np.asarray(v), f"{_ROW}/{k}") for k, v in values.items())
+        values.update({_axes(rank or 2): np.arange(1, rank or 2, dtype=np.int64) for rank in ranks})
+    graph.initializer.extend(numpy_helper.from_array(np.asarray(v), f"{_ROW}/{k}") for k, v in values.items()
+                             if f"{_ROW}/{k}" not in have)
 
 
-def _quantize_rows(x: str, xq: str, x_scale: str, opset: int) -> list:
+def _axes(rank: int) -> str:
+    """The constant of ReduceMax's axes over all but the first of `rank` (opset 18 on)."""
+    return "second_axis" if rank == 2 else f"axes_1_to_{rank - 1}"
+
+
+def _quantize_rows(x: str, xq: str, x_scale: str, opset: int, rank: int | None = None) -> list:
     """The nodes that flatten x [..., K] to rows [N, K] and quantize each row by its own
     scale, xq = uint8(saturate(round(x / s) + 128)) with x_scale = s = max(|x|, EPSILON) / 127
     [N], in one QuantizeLinear per axis 0 (its zero point [N] of 128s); and `{rows}/shape`,
-    x's leading axes and -1, that `_dequantize_rows` gives the output back in."""
+    x's leading axes and -1, that `_dequantize_rows` gives the output back in. rank: x is
+    already one row per entry (`_row_ranks`), of this rank: quantized as it is, no flattening."""
     from onnx import helper
 
     rows = _rows(x)
@@ -287,19 +323,27 @@ def _quantize_rows(x: str, xq: str, x_scale: str, opset: int) -> list:
     def name(step: str) -> str:
         return f"{rows}/{step}"
 
+    source = x if rank else rows
     if opset >= 18:   # ReduceMax's axes became an input in opset 18
-        reduce_max = helper.make_node("ReduceMax", [name("abs"), f"{_ROW}/second_axis"], [name("max")], keepdims=0)
+        reduce_max = helper.make_node("ReduceMax", [name("abs"), f"{_ROW}/{_axes(rank or 2)}"], [name("max")],
+                                      keepdims=0)
     else:
-        reduce_max = helper.make_node("ReduceMax", [name("abs")], [name("max")], axes=[1], keepdims=0)
-    return [
-        helper.make_node("Flatten", [x], [rows], axis=-1),                               # [N, K]
-        helper.make_node("Abs", [rows], [name("abs")]),
+        reduce_max = helper.make_node("ReduceMax", [name("abs")], [name("max")], axes=list(range(1, rank or 2)),
+                                      keepdims=0)
+    quantized = [
+        helper.make_node("Abs", [source], [name("abs")]),
         reduce_max,                                                                       # [N]
         helper.make_node("Max", [name("max"), f"{_ROW}/epsilon"], [name("floored")]),
         helper.make_node("Div", [name("floored"), f"{_ROW}/q_max"], [x_scale]),          # [N]
         helper.make_node("Shape", [x_scale], [name("count")]),
         helper.make_node("Expand", [f"{_ROW}/x_zero_point", name("count")], [name("zero_points")]),
-        helper.make_node("QuantizeLinear", [rows, x_scale, name("zero_points")], [xq], axis=0),
+        helper.make_node("QuantizeLinear", [source, x_scale, name("zero_points")], [xq], axis=0),
+    ]
+    if rank:
+        return quantized
+    return [
+        helper.make_node("Flatten", [x], [rows], axis=-1),                               # [N, K]
+        *quantized,
         helper.make_node("Shape", [x], [name("x_shape")]),
         helper.make_node("Slice", [name("x_shape"), f"{_ROW}/first", f"{_ROW}/last_axis"], [name("leading")]),
         helper.make_node("Concat", [name("leading"), f"{_ROW}/last_axis"], [f"{rows}/shape"], axis=0),

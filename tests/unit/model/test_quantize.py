@@ -167,10 +167,13 @@ def test_the_int8_shortlist_graph_over_every_id_equals_the_int8_full_graph(liste
 
 
 @pytest.mark.parametrize("opset", [17, 18])
-def test_integer_matmul_on_rows_keeps_the_input_shape_and_each_row_to_itself(opset):
-    """The rewrite on a [b, s, K] input at both ReduceMax forms (axes an attribute up to opset 17,
-    an input from 18): the output has the input's leading axes, is the float product within the
-    quantization's error, and a row's result does not change with the other rows."""
+@pytest.mark.parametrize("middle", ["s", 1], ids=["rows", "one_row_each"])
+def test_integer_matmul_on_rows_keeps_the_input_shape_and_each_row_to_itself(opset, middle):
+    """The rewrite on a [b, s, K] input (flattened to rows and back) and on a [b, 1, K] one (a
+    step's activations: quantized as it is, no Flatten or Reshape) at both ReduceMax forms (axes an
+    attribute up to opset 17, an input from 18): the output has the input's leading axes, is the
+    float product within the quantization's error, and a row's result does not change with the
+    other rows."""
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
 
@@ -182,19 +185,21 @@ def test_integer_matmul_on_rows_keeps_the_input_shape_and_each_row_to_itself(ops
     graph = helper.make_graph(
         [helper.make_node("DequantizeLinear", ["wq", "w_scale", "w_zero_point"], ["w"]),
          helper.make_node("MatMul", ["x", "w"], ["y"])], "projection",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", "s", 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", "s", 5])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", middle, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", middle, 5])],
         [numpy_helper.from_array(wq, "wq"), numpy_helper.from_array(np.array(w_scale), "w_scale"),
          numpy_helper.from_array(np.array(0, np.int8), "w_zero_point")])
     # ir_version 8: what ONNX Runtime reads (the onnx package would write a newer one)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
     assert integer_matmuls(model) == 1
     onnx.checker.check_model(model, full_check=True)
+    ops = {node.op_type for node in model.graph.node}
+    assert ({"Flatten", "Reshape"} <= ops) == (middle == "s")
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    x = rng.randn(2, 3, 8).astype(np.float32)
-    x[1, 2] *= 1000                                    # one loud row: a shared scale would flatten the others
+    x = rng.randn(2, 3 if middle == "s" else 1, 8).astype(np.float32)
+    x[1, -1] *= 1000                                   # one loud row: a shared scale would flatten the others
     y = session.run(None, {"x": x})[0]
-    assert y.shape == (2, 3, 5)
+    assert y.shape == (*x.shape[:2], 5)
     exact = x @ (wq.astype(np.float32) * w_scale)
     error = np.abs(x).max(axis=-1, keepdims=True) / 127 * np.abs(wq * w_scale).sum(axis=0)   # per row, per output
     assert (np.abs(y - exact) <= error).all()
