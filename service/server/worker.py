@@ -276,16 +276,15 @@ class DecodeWorker:
             stopping, arrivals, withdrawals = self._take_inbox()
         results = self._absorb(arrivals, withdrawals)
         joining = None
-        if stopping:
-            pass
-        elif arrivals or withdrawals or self._waiting or time.monotonic() >= self._next_expiry:
-            results += self._drop_dead()
-            joining = [] if self._defer_joining() else self._admit()
-        else:
-            # The usual step under a steady batch: nothing came, waits or died, so there is
-            # nothing to drop or admit (the scan and the admission cost a lone sentence's
-            # steps a few percent each).
-            joining = []
+        if not stopping:
+            if arrivals or withdrawals or self._waiting or time.monotonic() >= self._next_expiry:
+                results += self._drop_dead()
+                joining = [] if self._defer_joining() else self._admit()
+            else:
+                # The usual step under a steady batch: nothing came, waits or died, so there is
+                # nothing to drop or admit (the scan and the admission cost a lone sentence's
+                # steps a few percent each).
+                joining = []
         if results:
             self._deliver(results)
         return joining
