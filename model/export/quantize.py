@@ -208,8 +208,8 @@ def integer_matmuls(model) -> int:
 
     graph = model.graph
     opset = _opset(model)
-    direct = _row_ranks(model)
-    ranks: set[int] = set()                                  # of the inputs quantized (0: flattened to rows)
+    direct: dict[str, int] | None = None      # `_row_ranks`, inferred only where a MatMul is replaced (few graphs)
+    ranks: set[int] = set()                   # of the inputs quantized (0: flattened to rows)
     scalars = {t.name for t in graph.initializer if not t.dims}
     producers = {name: node for node in graph.node for name in node.output}
     nodes, replaced = [], 0
@@ -220,6 +220,8 @@ def integer_matmuls(model) -> int:
             nodes.append(node)
             continue
         x, (wq, w_scale, w_zero_point), out = node.input[0], weight.input, node.output[0]
+        if direct is None:
+            direct = _row_ranks(model)
         ranks.add(direct.get(x, 0))
         name = f"{out}/{_ROW}"
         nodes.extend(_quantize_rows(x, f"{name}/xq", f"{name}/x_scale", opset, direct.get(x)))

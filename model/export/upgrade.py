@@ -7,8 +7,8 @@ current one from what it already holds, its float16 `checkpoint.pt` and `spm.mod
   layout of `model/export/transformer.py`; without a checkpoint.pt, from the weights read
   back from its graphs (`recover.py`). A schema 2 RNNsearch is served as it is;
 - a current-schema float Transformer exported before the append steps
-  (`decoder_step_append`, `decoder_step_grouped`), which it gains with the rest re-exported
-  as it was.
+  (`decoder_step_append`, `decoder_step_grouped`), which it gains with the other graphs
+  exported again by the current export (the same weights and numbers).
 
 The export is the ordinary one (`rnnsearch.py`, `transformer.py`), parity check included;
 what the old manifest knew about the model (name, version, languages, training card, test
