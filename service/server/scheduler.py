@@ -25,6 +25,7 @@ from attnmt.service.inference.engine import Engine
 from attnmt.service.inference.search import Search
 from attnmt.service.server import rpc_record
 from attnmt.service.server.admission import INTERACTIVE
+from attnmt.service.server.handoff import LoopCalls
 from attnmt.service.server.metrics import CALL_PROTOCOL, WARMUP, Children, Metrics
 from attnmt.service.server.overload import RetryHint, queue_full
 from attnmt.service.server.worker import DecodeWorker, Job, Result, SchedulerLimits
@@ -52,7 +53,7 @@ class Scheduler:
         self.model = translator.name
         self._sentences = Children(metrics.sentences)             # counted per sentence: children kept
         self._source_tokens, self._target_tokens = Children(metrics.source_tokens), Children(metrics.target_tokens)
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._calls: LoopCalls | None = None       # the workers' calls onto the event loop
         self._on_death = on_death
         self.dead: BaseException | None = None
         self._pending: set[Job] = set()         # the loop's: submitted, neither answered nor withdrawn
@@ -76,7 +77,7 @@ class Scheduler:
     # --- the request side -------------------------------------------------
 
     def start(self) -> None:
-        self._loop = asyncio.get_running_loop()
+        self._calls = LoopCalls(asyncio.get_running_loop())
         for worker in self.workers:
             worker.start()
 
@@ -88,7 +89,8 @@ class Scheduler:
         for worker in self.workers:
             worker.request_stop()
         stopped = await asyncio.to_thread(self._join, timeout)
-        await asyncio.sleep(0)                   # run the worker's last hand-back, already scheduled
+        if self._calls is not None:
+            self._calls.close()                  # runs the workers' last hand-backs, already queued
         if not stopped:
             log.error("a decode worker of model %s is still in a step after %gs; failing its %d calls",
                       self.model, timeout, len(self._pending))
@@ -153,9 +155,11 @@ class Scheduler:
         self._call_on_loop(self._settle, results)
 
     def _call_on_loop(self, function, *args) -> None:
+        """Worker thread: `function` runs on the loop after everything handed back before it
+        (handoff.py: the wake-up keeps the GIL)."""
         try:
-            self._loop.call_soon_threadsafe(function, *args)
-        except RuntimeError:          # the loop has closed: nobody is left to answer
+            self._calls.call(function, *args)
+        except RuntimeError:          # the loop or the scheduler has closed: nobody is left to answer
             log.warning("event loop closed; %s dropped", function.__name__)
 
     def _settle(self, results: list[Result]) -> None:

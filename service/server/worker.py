@@ -18,7 +18,7 @@ loop. Each piece of state has one owner:
 - the queue, the batch and every job's `outcome` belong to the worker thread:
   only the worker marks a job cancelled or expired, counts it, and answers it;
 - a job's future belongs to the loop: the worker hands results back through
-  `loop.call_soon_threadsafe`, once per step.
+  `handoff.LoopCalls`, once per step.
 ONNX Runtime releases the GIL while a step runs, so the loop's Python (gRPC,
 protobuf) overlaps it. When asked to stop, the worker answers every sentence it
 holds before it exits.
