@@ -94,6 +94,8 @@ class DecodeBatch:
         self._appending = engine.append and self._device is None  # caches with room (slots.Rows.append_state)
         self._row_memory = RowMemory()            # beam rows' memory, off the device path
         self._kinds: tuple | None = None          # _by_kind's answer until sentences join or leave
+        self._in_slot_order = False               # row r known to read memory slot r (until rows change)
+        self._order = np.arange(0)                # 0, 1, 2, ...: row indices, kept between steps
         self._bias = VocabularyBias(engine.vocab_size, engine.default_bias)
 
     def __len__(self) -> int:
@@ -203,12 +205,14 @@ class DecodeBatch:
         self._release(finished)
 
     def _set_owner(self, row: int, search: Search | None) -> None:
+        self._in_slot_order = False
         while len(self._owner) <= row:
             self._owner.append(None)
         self._owner[row] = search
 
     def _free_rows(self, freed: list[int]) -> None:
         """Release rows; the rows that move into the holes tell their sentences."""
+        self._in_slot_order = False
         for old, new in self.rows.free(freed).items():
             search = self._owner[old]
             search.rows[search.rows.index(old)] = new
@@ -219,6 +223,7 @@ class DecodeBatch:
         """Free the rows and memory slots of sentences that left."""
         if not gone:
             return
+        self._in_slot_order = False
         self._free_rows([r for s in gone for r in s.rows])
         moved = self.memory.free([s.slot for s in gone])
         if moved:
@@ -247,8 +252,7 @@ class DecodeBatch:
             return []
         step_memory, memory_index, groups = self._step_memory()      # may put rows back in slot order
         R = self.rows.n
-        special, beams, forced, k = (self._by_kind() if (self.rows.kind[:R] != GREEDY).any()
-                                     else ((), (), (), 1))
+        special, beams, forced, k = self._by_kind()
         forced_next = np.zeros(R, dtype=np.int64)                          # R: forced rows' next token
         for s in forced:
             forced_next[s.rows[0]] = s.forced[s.steps]
@@ -257,7 +261,8 @@ class DecodeBatch:
 
         finished: list[Search] = []
         if len(special) < len(self.searches):
-            finished += self._advance_one_token(GREEDY, out.topk_ids[:, 0], out.topk_log_probs[:, 0], t)
+            finished += self._advance_one_token(GREEDY, out.topk_ids[:, 0], out.topk_log_probs[:, 0], t,
+                                                every_row=not special)
         if forced:
             finished += self._advance_one_token(FORCED, forced_next, out.forced_log_probs, t)
         for search in special:                     # greedy sentences count steps in rows.steps
@@ -276,8 +281,10 @@ class DecodeBatch:
         if self.engine.grouped and memory.n < rows.n >= GROUPED_ROWS:   # the memory as it is, rows grouped
             return self._memory(), None, sentence_groups(rows.slot[:rows.n], memory.n)
         if rows.n == memory.n:          # one row per sentence: the direct graph, row r -> slot r
-            if not np.array_equal(rows.slot[:rows.n], np.arange(rows.n)):
-                self._align_rows_to_slots()
+            if not self._in_slot_order:     # checked again only once rows joined, left or moved
+                if (rows.slot[:rows.n] != self._arange(rows.n)).any():
+                    self._align_rows_to_slots()
+                self._in_slot_order = True
             return self._memory(), None, None
         if self._device is not None:    # the memory stays on the device: the graph gathers it there
             memory_index = rows.slot[:rows.n].copy()
@@ -287,6 +294,12 @@ class DecodeBatch:
 
     def _memory(self) -> dict:
         return self.memory.view() if self._device is None else self._device.step_memory(self.memory)
+
+    def _arange(self, n: int) -> np.ndarray:
+        """np.arange(n), from an array kept between steps."""
+        if len(self._order) < n:
+            self._order = np.arange(max(n, 2 * len(self._order)))
+        return self._order[:n]
 
     def _align_rows_to_slots(self) -> None:
         """After beam sentences left, put row i back on memory slot i (the direct graph's layout)."""
@@ -334,7 +347,7 @@ class DecodeBatch:
         t = rows.steps[:R].copy()                                          # R
         S = out.alpha.shape[1]
         rows.reserve(R, int(t.max()) + 2, S)
-        everyone = np.arange(R)
+        everyone = self._arange(R)
         rows.alpha[everyone, t, :S] = out.alpha                            # α belongs to the row that produced it
         if S < rows.length:
             rows.alpha[everyone, t, S:] = 0
@@ -347,19 +360,26 @@ class DecodeBatch:
         return t
 
     def _advance_one_token(self, kind: int, tokens: np.ndarray, log_probs: np.ndarray,
-                           t: np.ndarray) -> list[Search]:
+                           t: np.ndarray, every_row: bool = False) -> list[Search]:
         """Rows of one `kind` that take a single token each (greedy: the graph's first choice;
         forced: the given one), in one vectorised assignment; returns the sentences that end:
-        at their length limit, or greedy ones at </s>."""
+        at their length limit, or greedy ones at </s>. every_row: all rows are of `kind` (the
+        usual greedy step), so the per-row fields are updated through slices, not a selection."""
         rows = self.rows
-        chosen = np.flatnonzero(rows.kind[:rows.n] == kind)
-        tok, lp = tokens[chosen], log_probs[chosen]
-        rows.tokens[chosen, t[chosen]] = tok
-        rows.log_probs[chosen, t[chosen]] = lp
-        rows.prev[chosen] = tok
-        rows.score[chosen] += lp
-        rows.steps[chosen] += 1
-        ending = (rows.steps[chosen] >= rows.limit[chosen]) | ((tok == self.engine.eos_id) & (kind == GREEDY))
+        if every_row:
+            R = rows.n
+            chosen, tok, lp, taken = self._arange(R), tokens, log_probs, slice(0, R)
+            rows.tokens[chosen, t] = tok
+            rows.log_probs[chosen, t] = lp
+        else:
+            chosen = taken = np.flatnonzero(rows.kind[:rows.n] == kind)
+            tok, lp = tokens[chosen], log_probs[chosen]
+            rows.tokens[chosen, t[chosen]] = tok
+            rows.log_probs[chosen, t[chosen]] = lp
+        rows.prev[taken] = tok
+        rows.score[taken] += lp
+        rows.steps[taken] += 1
+        ending = (rows.steps[taken] >= rows.limit[taken]) | ((tok == self.engine.eos_id) & (kind == GREEDY))
         finished = []
         for row in chosen[ending]:
             search = self._owner[row]
