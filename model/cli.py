@@ -117,10 +117,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--name", help="model name (default: the output directory's name)")
     p.add_argument("--checkpoint", default="best.pt")
     p.add_argument("--parity-sentences", type=int, default=64, help="dev sentences used for the parity check")
-    p.add_argument("--quantize", choices=["int8"],
+    p.add_argument("--quantize", choices=["int8", "int8-encoder"],
                    help="write int8 graphs (int8 weights; activations quantized per row, so batch-mates do not change "
-                        "a sentence's quantization); batch invariance, BLEU change and speed on the dev split go into "
-                        "the manifest")
+                        "a sentence's quantization), every graph or (int8-encoder) the encoder alone; batch "
+                        "invariance, BLEU change and speed on the dev split go into the manifest")
     p.add_argument("--no-shortlist", dest="shortlist", action="store_false",
                    help="no lexical shortlist (by default an RNNsearch gets one, built from the run's training split, "
                         "its dev BLEU change measured by `attnmt evaluate --shortlist-change`; a Transformer none yet)")
@@ -338,6 +338,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     architecture = cfg.get("architecture", "rnnsearch")
     if args.format == "ctranslate2":
         from attnmt.model.export.ctranslate2 import export_ctranslate2
+        if args.quantize not in (None, "int8"):
+            print(f"attnmt export: --quantize {args.quantize} has no CTranslate2 form (its int8 is every "
+                  "layer's); use --quantize int8", file=sys.stderr)
+            return 2
         if architecture != "transformer":
             print(f"attnmt export: {args.run} is an {architecture}; CTranslate2 runs no RNNs, only Transformer "
                   "runs convert", file=sys.stderr)
@@ -393,13 +397,14 @@ def cmd_export(args: argparse.Namespace) -> int:
         return 0
     import tempfile
 
-    from attnmt.model.export.quantize import quantize_int8
+    from attnmt.model.export.quantize import QUANTIZED, quantize_int8
     pairs = list(read_parallel(src, tgt))
     with tempfile.TemporaryDirectory() as tmp:
         fp32 = Path(tmp) / "fp32"
         export(args.run / args.checkpoint, args.run / "spm.model", fp32, args.name or args.out.name,
                cfg["src_lang"], cfg["tgt_lang"], sentences, training, **shortlist)
-        report = quantize_int8(fp32, args.out, [s for s, _ in pairs], [t for _, t in pairs])
+        report = quantize_int8(fp32, args.out, [s for s, _ in pairs], [t for _, t in pairs],
+                               QUANTIZED[args.quantize])
     print(json.dumps(report))
     return 0
 

@@ -352,9 +352,17 @@ def _quantize_rows(x: str, xq: str, x_scale: str, opset: int, rank: int | None =
     ]
 
 
-def write_int8(fp32_dir: Path, out_dir: Path) -> dict:
+# What `attnmt export --quantize` may write: every graph int8, or the encoder's alone, whose
+# MatMuls are most of a sentence's work at a few rows a step (the encoder 0.41-0.53x the time
+# int8; AMD EPYC, 2026-11-29), while the steps, whose output layer and attention decide each
+# token, stay float.
+QUANTIZED = {"int8": None, "int8-encoder": ("encoder",)}
+
+
+def write_int8(fp32_dir: Path, out_dir: Path, only: tuple[str, ...] | None = None) -> dict:
     """Quantize every graph of a model directory (the shortlist's too) into `out_dir`,
-    with per-row activation scales; copy the tokenizer and shortlist; return the manifest."""
+    with per-row activation scales; copy the tokenizer and shortlist; return the manifest.
+    only: the graphs (manifest `graphs` keys) to quantize; the others are copied as they are."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -364,8 +372,11 @@ def write_int8(fp32_dir: Path, out_dir: Path) -> dict:
     logging.getLogger().setLevel(logging.ERROR)               # quantize_dynamic advises pre-processing at WARNING
     manifest = load_manifest(fp32_dir).model_dump(mode="json")
     graphs = list(manifest["graphs"].values())
-    for graph in graphs:
+    for role, graph in manifest["graphs"].items():
         model = onnx.load(str(fp32_dir / graph))          # with its external weights
+        if only is not None and role not in only:
+            onnx.save(model, str(out_dir / graph))        # float, its weights shared below
+            continue
         # The TorchScript exporter's intermediate shape annotations can be wrong (a
         # concatenation recorded wider than it is); the quantizer would trust
         # them and build MatMulIntegers ONNX Runtime rejects. Let it infer afresh.
@@ -404,7 +415,8 @@ def write_int8(fp32_dir: Path, out_dir: Path) -> dict:
     for name in copied:
         shutil.copy(fp32_dir / name, out_dir / name)
     files = [*graphs, "weights.bin", *copied]                # no checkpoint: it holds the float weights
-    manifest.update(files=file_entries(out_dir, files), version=manifest["version"] + "-int8")
+    suffix = "-int8" if only is None else "-int8-" + "-".join(only).replace("_", "-")
+    manifest.update(files=file_entries(out_dir, files), version=manifest["version"] + suffix)
     write_manifest(out_dir, manifest)
     return manifest
 
@@ -505,10 +517,11 @@ def _teacher_forced(graphs: Graphs, memory: tuple, state: dict[str, np.ndarray],
             for r, p in enumerate(paths)]
 
 
-def quantize_int8(fp32_dir: Path, out_dir: Path, sources: list[str], refs: list[str]) -> dict:
+def quantize_int8(fp32_dir: Path, out_dir: Path, sources: list[str], refs: list[str],
+                  only: tuple[str, ...] | None = None) -> dict:
     """`write_int8`, then check batch invariance (nothing is left in `out_dir` unless it
     holds) and measure BLEU, speed and size against the float directory."""
-    manifest = write_int8(fp32_dir, out_dir)
+    manifest = write_int8(fp32_dir, out_dir, only)
     tok = Tokenizer(out_dir / manifest["tokenizer"])
     invariance = batch_invariance(out_dir, [tok.encode(s) for s in sources[:INVARIANCE_SENTENCES]])
     if not invariance["batch_mates"] <= BATCH_TOLERANCE:     # written so that a NaN fails too
@@ -521,7 +534,8 @@ def quantize_int8(fp32_dir: Path, out_dir: Path, sources: list[str], refs: list[
     manifest["quantization"] = {
         "method": "onnxruntime.quantization.quantize_dynamic, QInt8 weights; activations quantized per row "
                   "(symmetric, max|x|/127 over the last axis, zero point 128): batch-mates do not change a row's "
-                  "quantization",
+                  "quantization" + ("" if only is None else f"; only {', '.join(only)}, the other graphs float"),
+        "graphs": sorted(manifest["graphs"]) if only is None else sorted(only),
         "measured_on": f"dev split, {len(sources)} sentences, greedy",
         "batch_invariance": {**invariance, "tolerance": BATCH_TOLERANCE,
                              "measured_on": "dev sentences decoded in one batch and alone, greedy paths "

@@ -5,6 +5,7 @@ import json
 
 import numpy as np
 import onnx
+import onnx.numpy_helper
 import pytest
 
 from attnmt.service.inference.engine import Engine, EngineOptions
@@ -81,3 +82,44 @@ def test_int8_output_does_not_depend_on_batch_mates(int8_transformer, beam):
         assert abs(a.score - b.score) <= TOLERANCE
         assert np.abs(np.subtract(a.token_log_probs, b.token_log_probs)).max() <= TOLERANCE
         assert np.abs(a.alignment - b.alignment).max() <= TOLERANCE
+
+
+@pytest.fixture(scope="module")
+def int8_encoder_transformer(tiny_transformer_run, tmp_path_factory):
+    """`attnmt export --quantize int8-encoder`: the encoder int8, the steps float."""
+    from attnmt.service.cli import main
+    out = tmp_path_factory.mktemp("models") / "tiny-transformer-int8-encoder"
+    assert main(["export", "--run", str(tiny_transformer_run), "--out", str(out), "--parity-sentences", "8",
+                 "--checkpoint", "last.pt", "--quantize", "int8-encoder", "--no-shortlist"]) == 0
+    return out
+
+
+def test_int8_encoder_quantizes_the_encoder_alone(tiny_transformer, int8_encoder_transformer):
+    manifest = load_manifest(int8_encoder_transformer)      # checksums hold over the shared weights
+    assert manifest.version.endswith("-int8-encoder") and manifest.quantization["graphs"] == ["encoder"]
+    assert manifest.quantization["batch_invariance"]["batch_mates"] <= TOLERANCE
+    for role, graph in manifest.graphs.items():
+        model = onnx.load(str(int8_encoder_transformer / graph), load_external_data=False)
+        assert ("MatMulInteger" in {node.op_type for node in model.graph.node}) == (role == "encoder"), role
+    # the float steps are the float directory's: the same nodes over the same weights
+    for role in ("decoder_step", "decoder_step_append"):
+        same, mixed = (onnx.load(str(d / manifest.graphs[role])) for d in (tiny_transformer, int8_encoder_transformer))
+        assert [n.SerializeToString() for n in same.graph.node] == [n.SerializeToString() for n in mixed.graph.node]
+        weights = {t.name: onnx.numpy_helper.to_array(t) for t in mixed.graph.initializer}
+        assert all(np.array_equal(onnx.numpy_helper.to_array(t), weights[t.name]) for t in same.graph.initializer)
+
+def test_int8_encoder_serves_and_translates_like_float_mostly(tiny_transformer, int8_encoder_transformer):
+    texts = [s for s, _ in synthetic_corpus(60, seed=11)]
+    float32 = [t.best.text for t in translator(tiny_transformer).translate(texts)]
+    mixed = translator(int8_encoder_transformer)
+    assert sum(a == b for a, b in zip(float32, (t.best.text for t in mixed.translate(texts)))) >= 36
+    alone = mixed.translate([SHORT], SearchOptions(beam_size=4))[0].best
+    together = mixed.translate(CROWD, SearchOptions(beam_size=4))[CROWD.index(SHORT)].best
+    assert alone.text == together.text and abs(alone.score - together.score) <= TOLERANCE
+
+
+def test_ctranslate2_has_no_encoder_only_int8(tiny_transformer_run, tmp_path, capsys):
+    from attnmt.service.cli import main
+    assert main(["export", "--run", str(tiny_transformer_run), "--out", str(tmp_path / "ct2"), "--format",
+                 "ctranslate2", "--quantize", "int8-encoder"]) == 2
+    assert "--quantize int8" in capsys.readouterr().err and not (tmp_path / "ct2").exists()
