@@ -33,6 +33,20 @@ def cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+def worker_cores(workers: int, threads: int, allowed: set[int] | None = None) -> list[set[int]] | None:
+    """The core each decode worker's thread keeps to, or None: only where the process may run on
+    exactly one core per worker and each worker steps on one thread (a cpuset, a pod's exclusive
+    cores, a machine of that size); elsewhere the cores are others' too and pinning could stack
+    the workers on busy ones. `allowed`: the process's CPUs (default: its affinity)."""
+    if allowed is None:
+        if not hasattr(os, "sched_setaffinity"):
+            return None
+        allowed = os.sched_getaffinity(0)
+    if threads != 1 or workers < 2 or len(allowed) != workers:
+        return None
+    return [{cpu} for cpu in sorted(allowed)]
+
+
 def workers_and_threads(device: str, workers: int = 0, threads: int = 0) -> tuple[int, int]:
     """(decode workers, ONNX Runtime threads each) on `device`, the one rule for the server and
     offline decoding. workers 0: two where the CPU's cores hold two workers of `threads` (one

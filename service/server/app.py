@@ -19,6 +19,7 @@ from prometheus_client import start_http_server
 
 from attnmt.service.errors import ConfigError, Overloaded
 from attnmt.service.inference.engine import Engine, EngineOptions
+from attnmt.service.inference.offline import worker_cores
 from attnmt.service.inference.search import SearchOptions
 from attnmt.service.server import reflection
 from attnmt.service.server.cache import TranslationCache
@@ -92,6 +93,9 @@ class Server:
                                 allow_spinning=s.allow_spinning, idle_spinning=s.idle_spinning, shortlist=s.shortlist,
                                 idle_threads=s.workers if threads == 1 and s.workers > 1 else 0)
         limits = SchedulerLimits.from_settings(s)
+        cores = worker_cores(s.workers, threads) if s.pin_decode_workers and s.device == "cpu" else None
+        if cores:
+            log.info("decode workers keep to cores %s", ", ".join(str(min(c)) for c in cores))
         for model_dir in s.models:
             engines = [Engine(model_dir, options) for _ in range(1 if threads == 1 else s.workers)]
             for engine in engines:
@@ -102,7 +106,8 @@ class Server:
                 raise ConfigError(f"models: two model directories are both named {name!r}")
             translator = Translator(engine, max_tokens=s.max_tokens_per_sentence)
             scheduler = Scheduler(translator, limits, self.metrics, on_death=self._worker_died,
-                                  retry_hint=self.retry_hint, engines=engines * (s.workers // len(engines)))
+                                  retry_hint=self.retry_hint, engines=engines * (s.workers // len(engines)),
+                                  cores=cores)
             cache = TranslationCache(s.cache_size, self.metrics, name) if s.cache_size else None
             self.models[name] = ServedModel(translator, scheduler, cache)
             self.metrics.model_info.labels(name, engine.manifest.version, engine.provider).set(1)

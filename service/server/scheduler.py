@@ -43,8 +43,9 @@ CLOSE_TIMEOUT = 10.0
 class Scheduler:
     def __init__(self, translator: Translator, limits: SchedulerLimits, metrics: Metrics,
                  on_death: Callable[[BaseException], None] | None = None, retry_hint: RetryHint | None = None,
-                 engines: list[Engine] | None = None):
-        """engines: one per worker (default: the translator's, shared by every worker)."""
+                 engines: list[Engine] | None = None, cores: list[set[int]] | None = None):
+        """engines: one per worker (default: the translator's, shared by every worker); cores:
+        the cores each worker's thread keeps to (offline.worker_cores; default: any)."""
         self.translator = translator
         # the server's one hint for every refusal; alone, a fixed delay
         self.retry_hint = retry_hint or RetryHint(limits.retry_after, limits.retry_after, float("inf"))
@@ -62,7 +63,8 @@ class Scheduler:
         share = worker_share(limits)
         self.workers = [DecodeWorker(engines[i], share, metrics, self.model, deliver=self._hand_back,
                                      on_death=self._worker_died, last_refusal=lambda: self.retry_hint.last_refusal,
-                                     others_busy=self._busy_besides(i), index=i)
+                                     others_busy=self._busy_besides(i), index=i,
+                                     cpus=cores[i] if cores else None)
                         for i in range(n)]
 
     @property

@@ -27,6 +27,7 @@ holds before it exits.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -150,7 +151,7 @@ class DecodeWorker:
     def __init__(self, engine: Engine, limits: SchedulerLimits, metrics: Metrics, name: str,
                  deliver: Callable[[list[Result]], None], on_death: Callable[[BaseException], None],
                  last_refusal: Callable[[], float] = lambda: float("-inf"),
-                 others_busy: Callable[[], bool] = lambda: False, index: int = 0):
+                 others_busy: Callable[[], bool] = lambda: False, index: int = 0, cpus: set[int] | None = None):
         self.limits = limits
         self.metrics = metrics
         self.name = name
@@ -159,6 +160,7 @@ class DecodeWorker:
         self._on_death = on_death
         self._last_refusal = last_refusal  # time.monotonic() of the server's latest refusal
         self._others_busy = others_busy    # whether another worker of the model has sentences in its batch
+        self._cpus = cpus                  # the cores the worker's thread keeps to (None: any)
         # The inbox, shared with the event loop under _cond: appended to there, emptied here.
         self._cond = threading.Condition()
         self._arrivals: list[Job] = []
@@ -242,6 +244,11 @@ class DecodeWorker:
     # --- the worker thread -------------------------------------------------------
 
     def _main(self) -> None:
+        if self._cpus:
+            try:                        # Linux: pid 0 is the calling thread, not the whole process
+                os.sched_setaffinity(0, self._cpus)
+            except OSError as e:
+                log.warning("decode worker %s keeps to no core: %s", self.thread.name, e)
         try:
             while (joining := self._next_joiners()) is not None:
                 failed = None

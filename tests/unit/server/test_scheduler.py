@@ -4,6 +4,7 @@ step boundaries, and never waits on the event loop."""
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
 import numpy as np
@@ -561,3 +562,32 @@ def test_when_one_of_two_workers_dies_every_call_still_ends_once(translator, mon
         else:
             assert outcome is job.search and outcome.done
     assert len(deaths) == 1 and isinstance(deaths[0], RuntimeError)
+
+
+def test_decode_workers_keep_to_a_core_each_only_where_the_process_has_one_per_worker():
+    from attnmt.service.inference.offline import worker_cores
+    assert worker_cores(2, 1, {4, 2}) == [{2}, {4}]
+    assert worker_cores(2, 1, {0, 1, 2, 3}) is None        # the cores are others' too: no pinning
+    assert worker_cores(2, 2, {0, 1}) is None              # steps of two threads: the pools float
+    assert worker_cores(1, 1, {0}) is None
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no thread affinity on this platform")
+def test_a_pinned_worker_thread_runs_on_its_core_and_decodes(translator):
+    """Each worker's thread sets its own affinity (pid 0: the calling thread), not the process's."""
+    core = min(os.sched_getaffinity(0))
+    before = os.sched_getaffinity(0)
+
+    async def main():
+        scheduler = Scheduler(translator, limits(decode_workers=2), Metrics(), cores=[{core}, {core}])
+        scheduler.start()
+        search = translator.search(SHORT, SearchOptions())
+        (job,) = scheduler.submit([search], None)
+        await job.future
+        pinned = [os.sched_getaffinity(w.thread.native_id) for w in scheduler.workers]
+        await scheduler.close()
+        return pinned, search
+
+    pinned, search = run(main())
+    assert pinned == [{core}, {core}] and search.done
+    assert os.sched_getaffinity(0) == before               # the process (this thread) keeps its cores
