@@ -331,15 +331,21 @@ def bench_serving(model: Path, sentences: list[str], repeats: int = 5, concurren
               "p50_ms": 1000 * median("server_p50_s"), "p95_ms": 1000 * median("server_p95_s"),
               "p99_ms": 1000 * median("server_p99_s"), "mean_rows_per_step": median("server_rows_per_step"),
               "concurrency_1_p50_ms": 1000 * median("server_single_s")}
-    ratios = {"throughput": served["sentences_per_s"] / offline["sentences_per_s"],
-              "cpu_per_sentence": served["cpu_ms_per_sentence"] / offline["cpu_ms_per_sentence"],
-              "latency": served["concurrency_1_p50_ms"] / offline["single_sentence_ms"],
-              "tail": served["p99_ms"] / served["p50_ms"]}
+    # Each run's ratio is of figures measured back to back, so the machine's drift from one run
+    # to the next (as large as the differences measured) cancels within it: the ratios are the
+    # medians of the runs' ratios, and `ranges` their range.
+    per_run = {"throughput": [r["offline_s"] / r["server_s"] for r in runs],
+               "cpu_per_sentence": [r["server_cpu_s"] / r["offline_cpu_s"] if r["offline_cpu_s"] else float("nan")
+                                    for r in runs],
+               "latency": [r["server_single_s"] / r["offline_single_s"] for r in runs],
+               "tail": [r["server_p99_s"] / r["server_p50_s"] for r in runs]}
+    ratios = {k: statistics.median(v) for k, v in per_run.items()}
+    ranges = {k: [round(min(v), 2), round(max(v), 2)] for k, v in per_run.items()}
     offline, served, ratios = (_rounded(d, 2) for d in (offline, served, ratios))
     return {"machine": host, "model": translator.name, "server_settings": settings or "defaults",
             "workers_and_threads": workers, "sentences": n, "latency_sentences": len(singles),
             "repeats": repeats, "concurrency": concurrency, "offline": offline, "server": served,
-            "server_over_offline": ratios, "runs": runs,
+            "server_over_offline": ratios, "ranges": ranges, "runs": runs,
             "targets": [target(f"server sentences/s at concurrency {concurrency} / offline greedy",
                                ratios["throughput"], "≥", 0.85),
                         target(f"server p99 / p50 at concurrency {concurrency}", ratios["tail"], "≤", 3.0),
@@ -353,12 +359,17 @@ def _rounded(figures: dict, digits: int) -> dict:
 
 
 def format_serving(report: dict) -> str:
-    off, srv, ratio = report["offline"], report["server"], report["server_over_offline"]
+    off, srv, ratio, ranges = report["offline"], report["server"], report["server_over_offline"], report["ranges"]
     c = report["concurrency"]
+
+    def ratio_of(key: str) -> str:
+        low, high = ranges[key]
+        return f"{ratio[key]} ({low}–{high})" if report["repeats"] > 1 else str(ratio[key])
+
     lines = [f"{describe(report['machine'])}; model {report['model']}; server settings {report['server_settings']}; "
              f"{report['sentences']} test verses "
              f"({report['latency_sentences']} for latency), runs alternated, {report['repeats']} of each, "
-             "medians.",
+             "medians (a ratio: the median of the runs' ratios, their range in brackets).",
              f"Server: `attnmt serve`, default settings, loopback; {c} closed-loop grpc.aio clients in the "
              "benchmark process, one verse per call, beam 1, word alignments. Offline: `Translator.translate` "
              f"in-process as `attnmt translate` decodes ({report.get('workers_and_threads', 1)} decode workers; one "
@@ -367,12 +378,12 @@ def format_serving(report: dict) -> str:
              "| | offline | server | server / offline |",
              "|---|---:|---:|---:|",
              f"| sentences/s (server at concurrency {c}) | {off['sentences_per_s']} | {srv['sentences_per_s']} | "
-             f"{ratio['throughput']} |",
+             f"{ratio_of('throughput')} |",
              f"| CPU-ms per sentence | {off['cpu_ms_per_sentence']} | {srv['cpu_ms_per_sentence']} "
-             f"(+ client {srv['client_cpu_ms_per_sentence']}) | {ratio['cpu_per_sentence']} |",
+             f"(+ client {srv['client_cpu_ms_per_sentence']}) | {ratio_of('cpu_per_sentence')} |",
              f"| p50 ms, one sentence at a time, offline and served in turn (server at concurrency 1) | "
              f"{off['single_sentence_ms']} | "
-             f"{srv['concurrency_1_p50_ms']} | {ratio['latency']} |",
+             f"{srv['concurrency_1_p50_ms']} | {ratio_of('latency')} |",
              f"| p50 / p95 / p99 ms at concurrency {c} | | {srv['p50_ms']} / {srv['p95_ms']} / {srv['p99_ms']} | |",
              f"| mean rows per decoder step at concurrency {c} | | {srv['mean_rows_per_step']} | |",
              "",
