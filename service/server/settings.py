@@ -102,8 +102,9 @@ class Settings(BaseSettings):
                                 "max_cache_bytes (0: two on a CPU with the cores for two workers of "
                                 "intra_op_threads each, else one; at most one per beam that max_batch_rows holds)")
     # Left to the kernel, the two workers and the event loop's thread now and then queue on one
-    # core while the other idles: 6-7 % of two cores idle at 64 clients, 3.5 % with the workers
-    # kept apart, and 1.04x the sentences/s (AMD EPYC, 2 cores, 2026-11-29; docs/benchmarks.md).
+    # core while the other idles: 7.5-8.6 % of two cores idle at 64 clients, 3.6 % with the
+    # workers kept apart, and 1.06x the sentences/s (AMD EPYC, 2 cores, 2026-11-29; six rounds
+    # alternated, docs/benchmarks.md).
     pin_decode_workers: bool = Field(True, description="each decode worker's thread keeps to a core of its own "
                                      "where the process may run on exactly one core per worker and the workers "
                                      "step on one thread each (a cpuset, a pod's exclusive cores); elsewhere no "
