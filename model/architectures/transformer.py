@@ -88,10 +88,13 @@ def sinusoids(positions: int, d_model: int) -> Tensor:
 
 
 def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
-                                 dropout: nn.Dropout | None = None) -> tuple[Tensor, Tensor]:
+                                 dropout: nn.Dropout | None = None,
+                                 scale: float | None = None) -> tuple[Tensor, Tensor]:
     """softmax(Q Kᵀ / √d_k) V. q: B, H, T, d_k; k, v: B, H, S, d_k; mask: broadcast to
-    B, H, T, S, True where a query may attend. Returns the context (B, H, T, d_k) and α (B, H, T, S)."""
-    scores = q @ k.transpose(-2, -1) * q.size(-1) ** -0.5                   # B, H, T, S
+    B, H, T, S, True where a query may attend. Returns the context (B, H, T, d_k) and α (B, H, T, S).
+    scale: 1/√d_k as a plain number, which an exported graph holds as a constant (read from
+    q's shape, it is six nodes run at every call)."""
+    scores = q @ k.transpose(-2, -1) * (q.size(-1) ** -0.5 if scale is None else scale)   # B, H, T, S
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     alpha = torch.softmax(scores, dim=-1)

@@ -83,6 +83,7 @@ from attnmt.service.modeldir.manifest import (
     POSITIONS,
     ROW_PLACES,
     SRC_MASK,
+    TRANSFORMER_GRAPHS_REVISION,
     decoder_inputs,
     decoder_outputs,
     encoder_outputs,
@@ -187,30 +188,44 @@ def _sizes(layer: DecoderLayer) -> tuple[int, int]:
     return layer.self_attention.output.in_features, layer.self_attention.heads
 
 
+def _linear(linear: nn.Linear, x: Tensor) -> Tensor:
+    """linear(x) for x of R x d, traced as MatMul and Add, not as one Gemm: ONNX Runtime fuses
+    the two into a Gemm when it loads the graph, and the weight stays stored as the MatMul's
+    (the int8 export quantizes MatMuls, and a model directory re-exported keeps its weights.bin)."""
+    return x @ linear.weight.t() + linear.bias
+
+
+def _ffn(layer: DecoderLayer, x: Tensor) -> Tensor:
+    return _linear(layer.ffn.linear_2, torch.relu(_linear(layer.ffn.linear_1, layer.ffn_norm(x))))
+
+
 def _own_qkv(layer: DecoderLayer, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """The position's own self-attention Q, K, V (R x H x 1 x d_k each). One position, so
-    splitting the heads is a reshape: [Q | K | V] holds 3H heads side by side."""
+    """The position's own self-attention Q, K, V (R x H x 1 x d_k each) from x (R x d). One
+    position, so splitting the heads is a reshape: [Q | K | V] holds 3H heads side by side."""
     d, H = _sizes(layer)
-    qkv = layer.self_attention.query_key_value(layer.self_attention_norm(x)).reshape(-1, 3 * H, 1, d // H)
+    qkv = _linear(layer.self_attention.query_key_value, layer.self_attention_norm(x)).reshape(-1, 3 * H, 1, d // H)
     return qkv[:, :H], qkv[:, H:2 * H], qkv[:, 2 * H:]
 
 
 def _after_self_attention(layer: DecoderLayer, x: Tensor, context: Tensor, cross_keys: Tensor, cross_values: Tensor,
                           src_mask: Tensor, groups: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
     """The rest of the layer from its self-attention context (R x H x 1 x d_k): the residual,
-    cross-attention and the FFN. Returns x and α (R x H x S). With `groups` (group_rows,
-    row_places) the memory is per sentence (`_grouped_cross_attention`)."""
+    cross-attention and the FFN. x: R x d. Returns x and α (R x H x S). With `groups`
+    (group_rows, row_places) the memory is per sentence (`_grouped_cross_attention`).
+    A step's activations are R x d, not R x 1 x d: ONNX Runtime then runs each linear layer as
+    one Gemm with its bias inside, where over three dimensions it is a MatMul and an Add."""
     d, H = _sizes(layer)
-    x = x + layer.self_attention.output(context.reshape(-1, 1, d))                   # heads side by side again
-    q = layer.cross_attention.query(layer.cross_attention_norm(x))                   # R x 1 x d
+    x = x + _linear(layer.self_attention.output, context.reshape(-1, d))                      # heads side by side again
+    q = _linear(layer.cross_attention.query, layer.cross_attention_norm(x))                   # R x d
     if groups is None:
-        context, alpha = scaled_dot_product_attention(q.reshape(-1, H, 1, d // H), cross_keys, cross_values, src_mask)
+        context, alpha = scaled_dot_product_attention(q.reshape(-1, H, 1, d // H), cross_keys, cross_values, src_mask,
+                                                      scale=(d // H) ** -0.5)
         alpha = alpha[:, :, 0]
     else:
-        context, alpha = _grouped_cross_attention(q.reshape(-1, d), cross_keys, cross_values, src_mask, *groups, H, d)
-    context = context.reshape(-1, 1, d)
-    x = x + layer.cross_attention.output(context)
-    x = x + layer.ffn(layer.ffn_norm(x))
+        context, alpha = _grouped_cross_attention(q, cross_keys, cross_values, src_mask, *groups, H, d)
+    context = context.reshape(-1, d)
+    x = x + _linear(layer.cross_attention.output, context)
+    x = x + _ffn(layer, x)
     return x, alpha
 
 
@@ -224,21 +239,22 @@ def _grouped_cross_attention(q: Tensor, cross_keys: Tensor, cross_values: Tensor
     row_places[r] = n·G + g of the N x G grid. H and d are the model's (plain ints): constant
     reshapes (`_sizes`)."""
     grid = q.reshape(-1, H, d // H)[group_rows].transpose(1, 2)                      # N x H x G x d_k
-    context, alpha = scaled_dot_product_attention(grid, cross_keys, cross_values, src_mask)
+    context, alpha = scaled_dot_product_attention(grid, cross_keys, cross_values, src_mask, scale=(d // H) ** -0.5)
     context = context.transpose(1, 2).reshape(-1, d)[row_places]                      # R x d
-    alpha = torch.flatten(alpha.transpose(1, 2), 0, 1)[row_places]                   # R x H x S
+    alpha = alpha.transpose(1, 2).reshape(-1, H, cross_keys.size(2))[row_places]     # R x H x S (S: an input's)
     return context, alpha
 
 
 def layer_step(layer: DecoderLayer, x: Tensor, past_keys: Tensor, past_values: Tensor, self_mask: Tensor,
                cross_keys: Tensor, cross_values: Tensor, src_mask: Tensor) -> tuple[Tensor, ...]:
     """DecoderLayer.forward (in eval mode) for one position, on head-major caches and memory.
-    x: R x 1 x d; past_*: R x H x T x d_k; cross_*: R x H x S x d_k. Returns x, α (R x H x S)
+    x: R x d; past_*: R x H x T x d_k; cross_*: R x H x S x d_k. Returns x, α (R x H x S)
     and the keys and values attended over (R x H x T+1 x d_k: the new caches)."""
+    d, H = _sizes(layer)
     q, k, v = _own_qkv(layer, x)
     keys = torch.cat([past_keys, k], dim=2)                                          # R x H x T+1 x d_k
     values = torch.cat([past_values, v], dim=2)
-    context, _ = scaled_dot_product_attention(q, keys, values, self_mask)           # R x H x 1 x d_k
+    context, _ = scaled_dot_product_attention(q, keys, values, self_mask, scale=(d // H) ** -0.5)   # R x H x 1 x d_k
     x, alpha = _after_self_attention(layer, x, context, cross_keys, cross_values, src_mask)
     return x, alpha, keys, values
 
@@ -291,14 +307,13 @@ class DecoderStepGraph(nn.Module):
         src_attention_mask = src_mask[:, None, None, :]                              # R x 1 x 1 x S
         # E[y]·√d + PE[t]: row t of the table is position t + 1, as in Decoder.forward
         x = decoder.embedding(prev_tokens) * decoder.scale + decoder.positions[positions]   # R x d
-        x = x.unsqueeze(1)                                                           # R x 1 x d
         new_caches, alphas = [], []
         for i, layer in enumerate(decoder.layers):
             x, alpha, keys, values = layer_step(layer, x, caches[2 * i], caches[2 * i + 1], self_mask,
                                                 cross[2 * i], cross[2 * i + 1], src_attention_mask)
             new_caches += [keys, values]
             alphas.append(alpha)                                                     # R x H x S
-        logits = decoder.output_layer(decoder.layer_norm(x))[:, 0]                   # R x V
+        logits = decoder.output_layer(decoder.layer_norm(x))                         # R x V
         layer_alpha = alphas[self.model.cfg.alignment_layer]                         # R x H x S
         alpha = layer_alpha[:, self.alignment_heads].mean(1)                         # R x S
         return *choose_tokens(logits, vocab_bias, k, forced_tokens), *new_caches, alpha
@@ -335,7 +350,6 @@ class AppendStepGraph(DecoderStepGraph):
         entry = torch.arange(caches[0].size(2), device=prev_tokens.device)          # C
         own = (entry.unsqueeze(0) >= (cache_length - positions).unsqueeze(1)) & (entry < cache_length)   # R x C
         x = decoder.embedding(prev_tokens) * decoder.scale + decoder.positions[positions]   # R x d
-        x = x.unsqueeze(1)                                                           # R x 1 x d
         entries, alphas = [], []
         for i, layer in enumerate(decoder.layers):
             x, alpha, keys, values = layer_append_step(layer, x, caches[2 * i], caches[2 * i + 1],
@@ -343,7 +357,7 @@ class AppendStepGraph(DecoderStepGraph):
                                                        src_mask[:, None, None, :], groups)
             entries += [keys, values]
             alphas.append(alpha)
-        logits = decoder.output_layer(decoder.layer_norm(x[:, 0]))                   # R x V
+        logits = decoder.output_layer(decoder.layer_norm(x))                         # R x V
         alpha = alphas[self.model.cfg.alignment_layer][:, self.alignment_heads].mean(1)   # R x S
         return *choose_tokens(logits, vocab_bias, k, forced_tokens), *entries, alpha
 
@@ -724,7 +738,8 @@ def export_model(model: Transformer, tokenizer: Path, out_dir: Path, name: str, 
         manifest.update(memory=list(contract.memory), step_state=contract.step_state,
                         initial_state=contract.initial_state, position_axes=contract.position_axes,
                         alignment={"layer": model.cfg.alignment_layer, "heads": alignment_heads(model),
-                                   **({"shift_att": True} if shift_att else {})})
+                                   **({"shift_att": True} if shift_att else {})},
+                        graphs_revision=TRANSFORMER_GRAPHS_REVISION)
         sources = [tok.encode(s) for s in parity_sentences]
         return check_and_publish(tmp, out_dir, manifest,
                                  lambda: check_parity(model, onnx_sessions(tmp), sources, tolerance))

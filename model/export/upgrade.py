@@ -8,7 +8,10 @@ current one from what it already holds, its float16 `checkpoint.pt` and `spm.mod
   back from its graphs (`recover.py`). A schema 2 RNNsearch is served as it is;
 - a current-schema float Transformer exported before the append steps
   (`decoder_step_append`, `decoder_step_grouped`), which it gains with the other graphs
-  exported again by the current export (the same weights and numbers).
+  exported again by the current export (the same weights and numbers);
+- a current-schema float Transformer whose graphs an older export wrote (`graphs_revision`
+  below TRANSFORMER_GRAPHS_REVISION, service/modeldir/manifest.py): the same graphs, inputs,
+  outputs and numbers, with fewer nodes a step.
 
 The export is the ordinary one (`rnnsearch.py`, `transformer.py`), parity check included;
 what the old manifest knew about the model (name, version, languages, training card, test
@@ -28,7 +31,14 @@ from attnmt.corpus.splits import corpus_files, read_parallel
 from attnmt.model.export import rnnsearch, transformer
 from attnmt.model.export.recover import load_model_directory
 from attnmt.model.tokenizer import MODEL_FILE
-from attnmt.service.modeldir.manifest import APPEND_GRAPH, GROUPED_GRAPH, MANIFEST, SCHEMA_VERSION, write_manifest
+from attnmt.service.modeldir.manifest import (
+    APPEND_GRAPH,
+    GROUPED_GRAPH,
+    MANIFEST,
+    SCHEMA_VERSION,
+    TRANSFORMER_GRAPHS_REVISION,
+    write_manifest,
+)
 
 # The steps a current-schema Transformer exported before them lacks.
 LATER_STEPS = (*APPEND_GRAPH, *GROUPED_GRAPH)
@@ -70,7 +80,8 @@ def read_old(model_dir: Path) -> dict:
     old = json.loads(path.read_text(encoding="utf-8"))
     version = old.get("schema_version")
     is_transformer = old.get("architecture") == "Transformer"
-    if version == SCHEMA_VERSION and not (is_transformer and _missing(old) and not old.get("quantization")):
+    if version == SCHEMA_VERSION and not (is_transformer and (_missing(old) or _older_graphs(old))
+                                          and not old.get("quantization")):
         raise UpgradeError(f"{model_dir}: already schema_version {SCHEMA_VERSION}, nothing to upgrade")
     if version == 2 and not is_transformer:
         raise UpgradeError(f"{model_dir}: a schema_version 2 {old.get('architecture', 'RNNsearch')} is served as it "
@@ -88,6 +99,11 @@ def read_old(model_dir: Path) -> dict:
 def _missing(manifest: dict) -> list[str]:
     """The LATER_STEPS a manifest's graphs lack."""
     return [step for step in LATER_STEPS if step not in (manifest.get("graphs") or {})]
+
+
+def _older_graphs(manifest: dict) -> bool:
+    """Whether an older export wrote a Transformer's graphs (no `graphs_revision`: the first)."""
+    return manifest.get("graphs_revision", 1) < TRANSFORMER_GRAPHS_REVISION
 
 
 def upgrade_model(model_dir: Path, out_dir: Path | None = None, tolerance: float = 1e-4) -> dict:
@@ -111,7 +127,10 @@ def upgrade_model(model_dir: Path, out_dir: Path | None = None, tolerance: float
         # Same weights, so the same version and the same measured scores.
         manifest.update(version=old["version"], evaluation=old.get("evaluation") or {},
                         upgraded={"from_schema_version": old["schema_version"], "date": dt.date.today().isoformat(),
-                                  **({"added": _missing(old)} if old["schema_version"] == SCHEMA_VERSION else {})})
+                                  **({"added": _missing(old)} if old["schema_version"] == SCHEMA_VERSION
+                                     and _missing(old) else {}),
+                                  **({"from_graphs_revision": old.get("graphs_revision", 1)}
+                                     if old.get("architecture") == "Transformer" else {})})
         if old.get("quantization") is not None:
             manifest["quantization"] = old["quantization"]
         write_manifest(staged, manifest)

@@ -129,6 +129,28 @@ def test_a_step_neither_splits_nor_transposes_the_caches_or_the_memory(transform
             assert [a.i for a in readers[0].attribute if a.name == "axis"] == [2]
 
 
+def test_each_step_runs_its_linear_layers_as_gemms_and_reads_no_activations_shape(transformer_model, tmp_path):
+    """At a few rows a step costs its nodes more than its numbers: as ONNX Runtime runs each step
+    graph, every linear layer's bias is inside a Gemm (the activations are R x d, which its
+    MatMul and Add fusion needs; over R x 1 x d they stay two nodes), and no node reads the shape
+    of an activation (1/√d_k read from Q's shape was six nodes in each attention)."""
+    import onnx
+    import onnxruntime as ort
+    for graph in ("decoder_step", "decoder_step_shared", *APPEND_GRAPH, *GROUPED_GRAPH):
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+        options.optimized_model_filepath = str(tmp_path / f"{graph}.onnx")
+        path = transformer_model / {**GRAPHS, **APPEND_GRAPH, **GROUPED_GRAPH}[graph]
+        ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        optimized = onnx.load(options.optimized_model_filepath, load_external_data=False).graph
+        nodes, inputs = optimized.node, {i.name for i in optimized.input}
+        biases = [n.name for n in nodes if n.op_type == "Add" and any(i.endswith(".bias") for i in n.input)]
+        assert biases == [], graph
+        assert {n.op_type for n in nodes} & {"Gemm", "FusedGemm"}, graph
+        assert all(n.input[0] in inputs for n in nodes if n.op_type == "Shape"), graph
+        assert "Pow" not in {n.op_type for n in nodes}, graph
+
+
 def test_the_tied_table_is_stored_once_for_the_three_graphs(transformer_model):
     """weights.bin holds each distinct tensor once: the tied embedding (source and target; the
     step graphs' output layer reads it transposed, through a Transpose node that ONNX Runtime

@@ -10,7 +10,14 @@ import pytest
 
 from attnmt.model.cli import register
 from attnmt.model.export.upgrade import FALLBACK_SENTENCES, UpgradeError, parity_sources, upgrade_model
-from attnmt.service.modeldir.manifest import APPEND_GRAPH, GRAPHS, GROUPED_GRAPH, SCHEMA_VERSION, load_manifest
+from attnmt.service.modeldir.manifest import (
+    APPEND_GRAPH,
+    GRAPHS,
+    GROUPED_GRAPH,
+    SCHEMA_VERSION,
+    TRANSFORMER_GRAPHS_REVISION,
+    load_manifest,
+)
 from conftest import without_append_step, without_grouped_step
 
 
@@ -175,3 +182,30 @@ def test_a_transformer_without_the_grouped_step_gains_it_and_keeps_its_files(tin
     after = raw["files"]
     assert set(after) - set(before) == {"decoder_step_grouped.onnx"}
     assert {f: after[f] for f in before} == before
+
+
+def test_a_transformer_an_older_export_wrote_gets_the_current_graphs_and_keeps_its_weights(tiny_transformer,
+                                                                                         tiny_transformer_run,
+                                                                                         tmp_path):
+    """A current-schema directory without `graphs_revision` (the first export's step graphs: R x 1 x d
+    activations) is exported again: the manifest's revision is the current one, weights.bin comes out
+    byte-identical (each Linear is still a MatMul on the same stored weight) and so do the
+    translations; then nothing is left to upgrade."""
+    from attnmt.service.inference.engine import Engine
+    from attnmt.service.text.translator import Translator
+    old = tmp_path / "old"
+    shutil.copytree(tiny_transformer, old)
+    manifest = json.loads((old / "manifest.json").read_text())
+    assert manifest.pop("graphs_revision") == TRANSFORMER_GRAPHS_REVISION
+    data = {"data_dir": str(tiny_transformer_run.parent / "data"), "src_lang": "xx", "tgt_lang": "en"}
+    (old / "manifest.json").write_text(json.dumps({**manifest, "training": {"config": data}}))
+    upgrade_model(old, tmp_path / "new")
+    raw = json.loads((tmp_path / "new" / "manifest.json").read_text())
+    assert raw["graphs_revision"] == TRANSFORMER_GRAPHS_REVISION and raw["upgraded"]["from_graphs_revision"] == 1
+    assert "added" not in raw["upgraded"]
+    assert (tmp_path / "new" / "weights.bin").read_bytes() == (old / "weights.bin").read_bytes()
+    texts = ["peru vidas kasa .", "gato roja havas arbo blanka ."]
+    assert [t.best.text for t in Translator(Engine(tmp_path / "new")).translate(texts)] == \
+        [t.best.text for t in Translator(Engine(old)).translate(texts)]
+    with pytest.raises(UpgradeError, match="already schema_version"):
+        upgrade_model(tmp_path / "new")
