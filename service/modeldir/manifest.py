@@ -223,6 +223,14 @@ class Manifest(BaseModel):
     # "test_aer": 0.357, ...}; rule "threshold" carries its "threshold". None: each target word's
     # argmax, the rule before any measurement. A request's `alignment_threshold` still overrides it.
     hard_links: dict[str, Any] | None = None
+    # Which export wrote a Transformer's step graphs (the module docstring); None: the first.
+    graphs_revision: int | None = None
+
+    @property
+    def older_graphs(self) -> bool:
+        """A Transformer whose step graphs an older export wrote: the same numbers, more nodes a
+        step; `attnmt upgrade-model` re-exports a float directory's."""
+        return self.architecture == "Transformer" and (self.graphs_revision or 1) < TRANSFORMER_GRAPHS_REVISION
 
     @model_validator(mode="after")
     def _hard_links_rule(self) -> "Manifest":

@@ -21,6 +21,7 @@ from attnmt.service.errors import ConfigError, Overloaded
 from attnmt.service.inference.engine import Engine, EngineOptions
 from attnmt.service.inference.offline import worker_cores
 from attnmt.service.inference.search import SearchOptions
+from attnmt.service.modeldir.manifest import TRANSFORMER_GRAPHS_REVISION
 from attnmt.service.server import reflection
 from attnmt.service.server.cache import TranslationCache
 from attnmt.service.server.core import SERVICE_NAME, Core, ServedModel
@@ -112,6 +113,12 @@ class Server:
             self.models[name] = ServedModel(translator, scheduler, cache)
             self.metrics.model_info.labels(name, engine.manifest.version, engine.provider).set(1)
             log.info("loaded model %s (%s) from %s on %s", name, engine.manifest.version, model_dir, engine.provider)
+            if engine.manifest.older_graphs:
+                log.warning("model %s: an older export wrote its step graphs (revision %d of %d), which run more "
+                            "nodes a step for the same numbers; %s", name, engine.manifest.graphs_revision or 1,
+                            TRANSFORMER_GRAPHS_REVISION,
+                            f"`attnmt upgrade-model {model_dir}` re-exports them" if not engine.manifest.quantization
+                            else "upgrade the float directory it was quantized from, then quantize it again")
         default = s.default_model or next(iter(self.models))
         if default not in self.models:
             raise ConfigError(f"default_model: {default!r} is not among the served models {sorted(self.models)}")
