@@ -80,8 +80,7 @@ def read_old(model_dir: Path) -> dict:
     old = json.loads(path.read_text(encoding="utf-8"))
     version = old.get("schema_version")
     is_transformer = old.get("architecture") == "Transformer"
-    if version == SCHEMA_VERSION and not (is_transformer and (_missing(old) or _older_graphs(old))
-                                          and not old.get("quantization")):
+    if version == SCHEMA_VERSION and not (is_transformer and (_missing(old) or _older_graphs(old))):
         raise UpgradeError(f"{model_dir}: already schema_version {SCHEMA_VERSION}, nothing to upgrade")
     if version == 2 and not is_transformer:
         raise UpgradeError(f"{model_dir}: a schema_version 2 {old.get('architecture', 'RNNsearch')} is served as it "

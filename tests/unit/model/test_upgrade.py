@@ -209,3 +209,8 @@ def test_a_transformer_an_older_export_wrote_gets_the_current_graphs_and_keeps_i
         [t.best.text for t in Translator(Engine(old)).translate(texts)]
     with pytest.raises(UpgradeError, match="already schema_version"):
         upgrade_model(tmp_path / "new")
+    # an int8 directory of those older graphs holds no float weights to export again
+    (old / "manifest.json").write_text(json.dumps({**manifest, "quantization": {"method": "int8"}}))
+    (old / "checkpoint.pt").unlink(missing_ok=True)
+    with pytest.raises(UpgradeError, match="quantize again"):
+        upgrade_model(old)
