@@ -69,3 +69,32 @@ def test_a_failing_call_is_logged_and_the_next_ones_still_run(caplog):
 
     assert asyncio.run(main()) == ["after"]
     assert "failed on the event loop" in caplog.text
+
+
+def test_without_libc_symbols_the_wake_up_falls_back_to_os_write_and_a_full_pipe_is_no_error(monkeypatch):
+    """Where the process's libc cannot be called through ctypes, the wake-up is os.write (which
+    lets go of the GIL); on a full pipe, which holds a wake-up already, it writes nothing."""
+    import ctypes
+    import os
+
+    from attnmt.service.server import handoff
+
+    def no_symbols(name):
+        raise OSError("no symbols")
+    monkeypatch.setattr(ctypes, "PyDLL", no_symbols)
+    wake = handoff._gil_holding_write()
+    assert wake.__name__ == "fallback"
+    read, write = os.pipe()
+    try:
+        os.set_blocking(write, False)
+        wake(write)
+        assert os.read(read, 16) == b"\0"
+        while True:                                   # fill the pipe
+            try:
+                os.write(write, b"x" * 4096)
+            except BlockingIOError:
+                break
+        wake(write)                                   # full: no exception
+    finally:
+        os.close(read)
+        os.close(write)

@@ -4,6 +4,7 @@ step boundaries, and never waits on the event loop."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 
@@ -591,3 +592,23 @@ def test_a_pinned_worker_thread_runs_on_its_core_and_decodes(translator):
     pinned, search = run(main())
     assert pinned == [{core}, {core}] and search.done
     assert os.sched_getaffinity(0) == before               # the process (this thread) keeps its cores
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no thread affinity on this platform")
+def test_a_worker_that_cannot_keep_to_its_core_says_so_and_still_decodes(translator, caplog):
+    """A core the process may not use (a cpuset that changed since start-up): the affinity call
+    fails, the worker logs it and decodes on whatever cores it has."""
+    missing = max(os.sched_getaffinity(0)) + 1024
+
+    async def main():
+        scheduler = Scheduler(translator, limits(), Metrics(), cores=[{missing}])
+        scheduler.start()
+        search = translator.search(SHORT, SearchOptions())
+        (job,) = scheduler.submit([search], None)
+        await job.future
+        await scheduler.close()
+        return search
+
+    with caplog.at_level(logging.WARNING, logger="attnmt.service.server.worker"):
+        search = run(main())
+    assert search.done and "keeps to no core" in caplog.text
