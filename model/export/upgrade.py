@@ -36,7 +36,7 @@ from attnmt.service.modeldir.manifest import (
     GROUPED_GRAPH,
     MANIFEST,
     SCHEMA_VERSION,
-    TRANSFORMER_GRAPHS_REVISION,
+    graphs_behind,
     write_manifest,
 )
 
@@ -80,7 +80,8 @@ def read_old(model_dir: Path) -> dict:
     old = json.loads(path.read_text(encoding="utf-8"))
     version = old.get("schema_version")
     is_transformer = old.get("architecture") == "Transformer"
-    if version == SCHEMA_VERSION and not (is_transformer and (_missing(old) or _older_graphs(old))):
+    behind = _missing(old) or graphs_behind(old.get("graphs_revision"))
+    if version == SCHEMA_VERSION and not (is_transformer and behind):
         raise UpgradeError(f"{model_dir}: already schema_version {SCHEMA_VERSION}, nothing to upgrade")
     if version == 2 and not is_transformer:
         raise UpgradeError(f"{model_dir}: a schema_version 2 {old.get('architecture', 'RNNsearch')} is served as it "
@@ -98,11 +99,6 @@ def read_old(model_dir: Path) -> dict:
 def _missing(manifest: dict) -> list[str]:
     """The LATER_STEPS a manifest's graphs lack."""
     return [step for step in LATER_STEPS if step not in (manifest.get("graphs") or {})]
-
-
-def _older_graphs(manifest: dict) -> bool:
-    """Whether an older export wrote a Transformer's graphs (no `graphs_revision`: the first)."""
-    return manifest.get("graphs_revision", 1) < TRANSFORMER_GRAPHS_REVISION
 
 
 def upgrade_model(model_dir: Path, out_dir: Path | None = None, tolerance: float = 1e-4) -> dict:
@@ -124,11 +120,11 @@ def upgrade_model(model_dir: Path, out_dir: Path | None = None, tolerance: float
         else:
             manifest = rnnsearch.export(model_dir / "checkpoint.pt", tokenizer, staged, *described)
         # Same weights, so the same version and the same measured scores.
+        added = _missing(old)
         manifest.update(version=old["version"], evaluation=old.get("evaluation") or {},
                         upgraded={"from_schema_version": old["schema_version"], "date": dt.date.today().isoformat(),
-                                  **({"added": _missing(old)} if old["schema_version"] == SCHEMA_VERSION
-                                     and _missing(old) else {}),
-                                  **({"from_graphs_revision": old.get("graphs_revision", 1)}
+                                  **({"added": added} if old["schema_version"] == SCHEMA_VERSION and added else {}),
+                                  **({"from_graphs_revision": old.get("graphs_revision") or 1}
                                      if old.get("architecture") == "Transformer" else {})})
         if old.get("quantization") is not None:
             manifest["quantization"] = old["quantization"]

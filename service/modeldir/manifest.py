@@ -230,7 +230,7 @@ class Manifest(BaseModel):
     def older_graphs(self) -> bool:
         """A Transformer whose step graphs an older export wrote: the same numbers, more nodes a
         step; `attnmt upgrade-model` re-exports a float directory's."""
-        return self.architecture == "Transformer" and (self.graphs_revision or 1) < TRANSFORMER_GRAPHS_REVISION
+        return self.architecture == "Transformer" and graphs_behind(self.graphs_revision)
 
     @model_validator(mode="after")
     def _hard_links_rule(self) -> "Manifest":
@@ -274,6 +274,11 @@ class Manifest(BaseModel):
     def position_axis(self, name: str) -> int:
         """The axis along which `name`'s positions run (a memory tensor or a step state)."""
         return self.position_axes.get(name, 1)
+
+
+def graphs_behind(revision: int | None) -> bool:
+    """Whether a Transformer's `graphs_revision` (None: the first) is an older export's."""
+    return (revision or 1) < TRANSFORMER_GRAPHS_REVISION
 
 
 def sha256_of(path: Path) -> str:
