@@ -246,8 +246,9 @@ def bench_offline(model_dir: Path, data_dir: Path, sentences: int | None = None,
     beam_run = in_process[f"beam{beam}"]
     return {"machine": host, "model": load_manifest(model_dir, verify=False).name, "sentences": len(texts),
             "repeats": repeats, "beam": beam, "processes": processes, "in_process": in_process,
+            # beam / greedy: 0.35 for the default Transformer (0.3 was the RNNsearch's goal)
             "targets": [target("`attnmt translate` / Apertium, sentences/s", processes.get("ratio"), "≥", 0.5),
-                        target(f"beam {beam} / greedy, sentences/s", in_process["ratio"], "≥", 0.3),
+                        target(f"beam {beam} / greedy, sentences/s", in_process["ratio"], "≥", 0.35),
                         target(f"host-side share of beam {beam} time", beam_run["host_share"], "≤", 0.1)]}
 
 
