@@ -216,6 +216,8 @@ export-en-es: $(VENV)/.dev
 	$(BIN)/attnmt export --run $(EN_ES_RUN) --checkpoint averaged-last3.pt --out $(EN_ES_RUN)/model \
 		--name transformer-en-es --alignment-layer -1 --alignment-head 1 --alignment-shift-att
 	$(BIN)/attnmt fit-quality --model $(EN_ES_RUN)/model --data $(QUALITY_DATA)
+	# names it never learnt kept as written: the known-words list of its training source, with the dev change
+	$(BIN)/attnmt fit-names --model $(EN_ES_RUN)/model --corpus data/en-es-general/train.en --data $(QUALITY_DATA)
 
 # RNNsearch once per score function at an equal budget (one config, resumable: run it
 # again), each exported beside its run (not committed) for the AER and speed comparisons.
@@ -251,8 +253,8 @@ export: export-needs-a-run $(VENV)/.dev
 # Shift-Att) scored on the gold set first, and the one with the lowest dev AER exported (or pass
 # ALIGNMENT="--alignment-layer L --alignment-head H [--alignment-shift-att]"), then attnmt's fp32
 # and int8 directories and CTranslate2's of the same weights (`attnmt bench ctranslate2` holds them
-# against each other), the served hard-link rule chosen on the gold dev split, and quality-estimation
-# weights fitted on both dev sets.
+# against each other), the served hard-link rule chosen on the gold dev split, quality-estimation
+# weights fitted on both dev sets, and the known-words list that keeps unknown names as written.
 ALIGNMENT ?= --alignment-from $(TRANSFORMER_EXPORT_RUN)/heads.json
 export-transformer: $(VENV)/.dev
 	@test -f $(TRANSFORMER_EXPORT_RUN)/$(TRANSFORMER_CHECKPOINT) || $(BIN)/attnmt average \
@@ -269,6 +271,7 @@ export-transformer: $(VENV)/.dev
 		--out $(TRANSFORMER_EXPORT)-ct2-int8 --format ctranslate2 --quantize int8
 	$(BIN)/attnmt evaluate-alignment --model $(TRANSFORMER_EXPORT) --write-manifest
 	$(BIN)/attnmt fit-quality --model $(TRANSFORMER_EXPORT) --data $(QUALITY_DATA)
+	$(BIN)/attnmt fit-names --model $(TRANSFORMER_EXPORT) --corpus data/es-en-general/train.es --data $(QUALITY_DATA)
 
 export-needs-a-run:
 	@test -f $(EXPORT_RUN)/$(CHECKPOINT) || { echo "make export: no trained run in $(EXPORT_RUN) (no $(CHECKPOINT)); \

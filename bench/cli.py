@@ -1,6 +1,6 @@
 """The measurement subcommands of `attnmt`: bench (engine, server, offline, serving, http, glossary,
 quality, score-functions, overload, soak, order, files, catalog, subtitles), evaluate, evaluate-public,
-evaluate-alignment, fit-quality.
+evaluate-alignment, fit-quality, fit-names.
 
 Found by `attnmt` through the `attnmt.commands` entry point; the modules that run them
 (torch, grpc, sacrebleu, the client) are imported only when one runs, so they cost
@@ -326,6 +326,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--beam", type=int, default=5, help="the search whose output is scored (the server default: 5)")
     p.set_defaults(func=cmd_fit_quality)
 
+    p = sub.add_parser("fit-names", help="write a model's known-words list, so that names it never learnt are kept "
+                                         "as written, with BLEU and chrF on dev with and without it into its "
+                                         "manifest (needs sacrebleu)")
+    p.add_argument("--model", type=Path, required=True, help="model directory (known_words.txt.gz and its "
+                                                             "manifest.json are written)")
+    p.add_argument("--corpus", type=Path, required=True,
+                   help="the model's training source, one sentence a line (train.es of its data directory)")
+    p.add_argument("--data", type=Path, nargs="+", required=True, help="data directories whose dev split is measured")
+    p.add_argument("--split", default="dev", help="never the test split: the score is measured there")
+    p.add_argument("--beam", type=int, default=5, help="the search measured (the server default: 5)")
+    p.set_defaults(func=cmd_fit_names)
+
 
 def _register_serving_benches(bench: argparse._SubParsersAction) -> None:
     b = bench.add_parser("files", help="single-sentence calls beside a large gettext catalog in /v1/translate_file: "
@@ -598,6 +610,12 @@ def cmd_bench_quality(args: argparse.Namespace) -> int:
 
 def _bench_report(report: dict, table: str, out: Path | None) -> int:
     show(report, table, out)
+    return 0
+
+
+def cmd_fit_names(args: argparse.Namespace) -> int:
+    from attnmt.bench.names import fit_names
+    print(json.dumps(fit_names(args.model, args.corpus, args.data, args.split, args.beam)))
     return 0
 
 

@@ -121,7 +121,8 @@ def agreement(model_dir: Path, ct2_dir: Path, sources: list[str], threads: int =
     limit = _limit(translator)
     options = SearchOptions(beam_size=1, max_length_ratio=10.0, max_length_extra=limit,
                             max_target_tokens=limit).validate()
-    ours = [t.best.target_tokens for t in translator.translate(sources, options)]
+    # the engines' own pieces: no names written over them (service/text/names.py)
+    ours = [t.best.target_tokens for t in translator.translate(sources, options, keep_names=False)]
     ours = [pieces[:-1] if pieces and pieces[-1] == "</s>" else pieces for pieces in ours]
     results = _ctranslate2(ct2_dir, threads).translate_batch(_source_pieces(translator, sources), beam_size=1,
                                                              max_decoding_length=limit)

@@ -36,6 +36,9 @@ def _search_arguments(p: argparse.ArgumentParser) -> None:
                    help="soft: α over pieces; words: α over words; hard: Pharaoh i-j word pairs")
     p.add_argument("--threshold", type=float, help="hard alignment: all links with α >= threshold (default: argmax)")
     p.add_argument("--replace-unk", action="store_true", help="replace <unk> by the most attended source piece")
+    p.add_argument("--keep-names", action=argparse.BooleanOptionalAction, default=None,
+                   help="keep names the model never learnt as written (default: on for a model with a known-words "
+                        "list; --no-keep-names: the model's own words)")
     p.add_argument("--json", action="store_true", help="one JSON object per line with everything")
 
 
@@ -164,11 +167,12 @@ def cmd_translate_documents(args: argparse.Namespace) -> int:
         with _client(args) as client:
             documents = client.translate_documents(entries, options, html=args.html,
                                                    split_sentences=args.split_sentences, threshold=args.threshold,
-                                                   replace_unk=args.replace_unk, model=args.model_name)
+                                                   replace_unk=args.replace_unk, keep_names=args.keep_names,
+                                                   model=args.model_name)
     else:
         from attnmt.service.text.documents import translate_documents
         documents = translate_documents(_translator(args), entries, args.html, args.split_sentences, options,
-                                        replace_unk=args.replace_unk)
+                                        replace_unk=args.replace_unk, keep_names=args.keep_names)
     out = open(args.output, "w", encoding="utf-8") if args.output not in (None, "-") else sys.stdout
     for document in documents:
         if args.json:
@@ -207,7 +211,8 @@ def cmd_translate_file(args: argparse.Namespace) -> int:
             target, pattern = client.get_model(args.model_name).target_language, None
             translations = files.translate_texts(document, lambda texts, html: [
                 d.text for d in client.translate_documents(texts, options, html=html, alignment="none",
-                                                           replace_unk=args.replace_unk, model=args.model_name)],
+                                                           replace_unk=args.replace_unk, keep_names=args.keep_names,
+                                                           model=args.model_name)],
                 chunk, report)
     else:
         from attnmt.service.text.documents import translate_documents
@@ -215,7 +220,8 @@ def cmd_translate_file(args: argparse.Namespace) -> int:
         target = translator.engine.manifest.target_language
         pattern = translator.sentinels.pattern if translator.sentinels is not None else None
         translations = files.translate_texts(document, lambda texts, html: [
-            d.text for d in translate_documents(translator, texts, html, True, options, replace_unk=args.replace_unk)],
+            d.text for d in translate_documents(translator, texts, html, True, options, replace_unk=args.replace_unk,
+                                                keep_names=args.keep_names)],
             chunk, report)
     if progress:
         print(file=sys.stderr)
@@ -247,7 +253,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
             # The heatmap, --plot and --json need α even when no alignment is printed.
             wanted = "soft" if (picture or args.json) and args.alignment == "none" else args.alignment
             translations = client.translate(texts, options, alignment=wanted, threshold=args.threshold,
-                                            replace_unk=args.replace_unk, model=args.model_name,
+                                            replace_unk=args.replace_unk, keep_names=args.keep_names,
+                                            model=args.model_name,
                                             glossary=_glossary_file(args), glossary_name=args.glossary_name)
     else:
         if args.glossary_name:
@@ -263,7 +270,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
         progress = sys.stderr.isatty() and len(texts) > batch
         for start in range(0, len(texts), batch):
             translations += translator.translate(texts[start:start + batch], options, replace_unk=args.replace_unk,
-                                                 glossary=glossary)
+                                                 glossary=glossary, keep_names=args.keep_names)
             if progress:
                 print(f"\r{len(translations)}/{len(texts)} sentences", end="", file=sys.stderr, flush=True)
         if progress:

@@ -81,7 +81,7 @@ FORMATS = {"plain": pb.TEXT_FORMAT_PLAIN, "html": pb.TEXT_FORMAT_HTML}
 
 
 def options_pb(options: SearchOptions, alignment: str = "soft", threshold: float | None = None,
-               replace_unk: bool = False) -> pb.DecodingOptions:
+               replace_unk: bool = False, keep_names: bool | None = None) -> pb.DecodingOptions:
     kinds = {"none": pb.ALIGNMENT_NONE, "soft": pb.ALIGNMENT_SOFT, "words": pb.ALIGNMENT_WORDS,
              "hard": pb.ALIGNMENT_HARD}
     message = pb.DecodingOptions(beam_size=options.beam_size, n_best=options.n_best,
@@ -90,6 +90,8 @@ def options_pb(options: SearchOptions, alignment: str = "soft", threshold: float
                                  replace_unknown=replace_unk, early_exit=options.early_exit)
     if threshold is not None:
         message.alignment_threshold = threshold
+    if keep_names is not None:
+        message.keep_names = keep_names
     return message
 
 
@@ -177,16 +179,17 @@ class Client:
         self.channel.close()
 
     def translate(self, texts: list[str], options: SearchOptions | None = None, *, alignment: str = "soft",
-                  threshold: float | None = None, replace_unk: bool = False, model: str = "",
-                  glossary: Iterable[tuple[str, str]] | dict[str, str] | None = None, glossary_name: str = "",
-                  **option_values) -> list[Translation]:
+                  threshold: float | None = None, replace_unk: bool = False, keep_names: bool | None = None,
+                  model: str = "", glossary: Iterable[tuple[str, str]] | dict[str, str] | None = None,
+                  glossary_name: str = "", **option_values) -> list[Translation]:
         """Translate sentences; soft alignment (the default) lets words and hard links be derived locally.
         `glossary`: (source, target) terms or {source: target}; `glossary_name`: one stored on the server.
         Each hypothesis carries `quality` and the `glossary` matches applied to it."""
         options = options or _server_default(option_values)
         # Ask for piece-level α whatever the display wants: words and hard links derive from it.
         wire_alignment = "soft" if alignment != "none" else "none"
-        wire_options, terms = options_pb(options, wire_alignment, threshold, replace_unk), glossary_pb(glossary)
+        wire_options = options_pb(options, wire_alignment, threshold, replace_unk, keep_names)
+        terms = glossary_pb(glossary)
 
         def call(chunk: list[str]) -> list[Translation]:
             request = pb.TranslateRequest(sentences=chunk, model=model, options=wire_options, glossary=terms,
@@ -197,11 +200,13 @@ class Client:
 
     def translate_documents(self, texts: list[str], options: SearchOptions | None = None, *, html: bool = False,
                             split_sentences: bool = True, alignment: str = "soft", threshold: float | None = None,
-                            replace_unk: bool = False, model: str = "", **option_values) -> list[Document]:
+                            replace_unk: bool = False, keep_names: bool | None = None, model: str = "",
+                            **option_values) -> list[Document]:
         """Translate paragraphs or documents (split_sentences) and/or HTML (html): each comes
         back whole, with its sentences, their alignments and every word's character offsets."""
         options = options or _server_default(option_values)
-        wire_options = options_pb(options, "none" if alignment == "none" else "soft", threshold, replace_unk)
+        wire_options = options_pb(options, "none" if alignment == "none" else "soft", threshold, replace_unk,
+                                  keep_names)
 
         def call(chunk: list[str]) -> list[Document]:
             request = pb.TranslateRequest(sentences=chunk, model=model, split_sentences=split_sentences,

@@ -400,3 +400,11 @@ def at_once(call, count: int) -> list:
     for t in threads:
         t.join()
     return answers
+
+
+@pytest.fixture(scope="session")
+def bundled_server():
+    """`make serve`'s server: the three bundled models, beam 5; shared by the tests that need them."""
+    from attnmt.service.server.settings import SERVED_BY_DEFAULT
+    with RunningServer(list(SERVED_BY_DEFAULT), {"ATTNMT_DEFAULT_BEAM_SIZE": "5"}, timeout=120) as running:
+        yield running

@@ -8,7 +8,8 @@ writes a model and building never imports bench/. The sections:
 - `evaluation`: test-set scores by data directory and split (`attnmt evaluate --write-manifest`);
 - `hard_links`: the served hard-link rule chosen on the gold dev split (`attnmt
   evaluate-alignment --write-manifest`), which the manifest's schema checks on the next load;
-- `quality`: quality-estimation weights fitted on the dev split(s) (`attnmt fit-quality`).
+- `quality`: quality-estimation weights fitted on the dev split(s) (`attnmt fit-quality`);
+- `names`: the known-words list that keeps unknown names as written, with its dev change (`attnmt fit-names`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from attnmt.service.modeldir.manifest import MANIFEST, write_manifest
+from attnmt.service.modeldir.manifest import MANIFEST, file_entries, write_manifest
 
 
 def _read(model_dir: Path) -> dict:
@@ -46,4 +47,12 @@ def write_quality(model_dir: Path, spec: dict) -> None:
     """Fitted quality-estimation weights, in place of any fitted before."""
     manifest = _read(model_dir)
     manifest["quality"] = spec
+    write_manifest(model_dir, manifest)
+
+
+def write_names(model_dir: Path, spec: dict) -> None:
+    """The known-words section (its file written beside the manifest), in place of any before."""
+    manifest = _read(model_dir)
+    manifest["names"] = spec
+    manifest["files"].update(file_entries(Path(model_dir), [spec["file"]]))
     write_manifest(model_dir, manifest)

@@ -214,6 +214,9 @@ class Manifest(BaseModel):
     quantization: dict[str, Any] | None = None
     # Lexical shortlist (model/export/shortlist.py): file, sizes and its measured BLEU change.
     shortlist: dict[str, Any] | None = None
+    # Names kept as written (service/text/names.py): the known-words file, the counts that put a word
+    # in it and the dev sets' change, written by `attnmt fit-names`. None: the model translates every word.
+    names: dict[str, Any] | None = None
     # Quality estimation (service/text/quality.py): feature weights, standardisation, the coverage
     # threshold and the `suspect_below` threshold, fitted on dev by `attnmt fit-quality`.
     quality: dict[str, Any] | None = None

@@ -4,8 +4,8 @@ Real traffic repeats itself (UI strings, boilerplate, client retries), and a
 decoded sentence is a pure function of the model, the normalised source and
 the search options, so its finished `Search` can answer the next identical
 request without touching the decode worker. Everything that changes the
-answer is in the key; what only changes the presentation (alignment kind,
-unknown-word replacement) is applied afterwards and is not.
+answer is in the key; what is applied to the finished search (alignment kind,
+unknown-word replacement, names kept, glossaries) is applied afterwards and is not.
 
 Used on the event loop only (no locking).
 """

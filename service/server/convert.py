@@ -25,6 +25,11 @@ from attnmt.service.text.translator import Hypothesis, Translation
 NONE, SOFT, WORDS, HARD = pb.ALIGNMENT_NONE, pb.ALIGNMENT_SOFT, pb.ALIGNMENT_WORDS, pb.ALIGNMENT_HARD
 
 
+def keep_names(options: pb.DecodingOptions) -> bool | None:
+    """The request's keep_names; None (unset): the model's default, on when it has a known-words list."""
+    return options.keep_names if options.HasField("keep_names") else None
+
+
 def search_options(options: pb.DecodingOptions, settings: Settings, field: str = "options") -> SearchOptions:
     """Validated SearchOptions; unset fields take the server defaults."""
     values = {"beam_size": options.beam_size or settings.default_beam_size, "n_best": options.n_best or 1,
@@ -205,7 +210,7 @@ def model_info_pb(translator, settings: Settings, is_default: bool) -> pb.ModelI
                         source_language=m.source_language, target_language=m.target_language,
                         vocab_size=m.vocab_size, provider=engine.provider, is_default=is_default,
                         evaluation=evaluation, limits=limits, dimensions=dimensions,
-                        alignment=alignment_defaults_pb(m),
+                        alignment=alignment_defaults_pb(m), keeps_names=m.names is not None,
                         manifest_json=json.dumps(m.model_dump(mode="json"), ensure_ascii=False))
 
 

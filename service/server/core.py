@@ -164,7 +164,8 @@ class Core:
             searches = await self._run(served, searches, deadline, client, priority)
             translator = served.translator
             for text, s in zip(request.sentences, searches):
-                translation = (translator.result(text, s, request.options.replace_unknown, glossary) if s
+                translation = (translator.result(text, s, request.options.replace_unknown, glossary,
+                                                   convert.keep_names(request.options)) if s
                                else translator.copy(text))
                 convert.translation_pb(translation, kind, threshold, response.translations.add())
         if response.ByteSize() > self.settings.max_message_bytes:
@@ -192,8 +193,9 @@ class Core:
             return answer
         search = self._search(served, item.sentence, options, field)
         (search,) = await self._run(served, [search], deadline, client, priority)
-        translation = served.translator.result(item.sentence, search, opts.replace_unknown, glossary) \
-            if search else served.translator.copy(item.sentence)
+        translation = (served.translator.result(item.sentence, search, opts.replace_unknown, glossary,
+                                                convert.keep_names(opts))
+                       if search else served.translator.copy(item.sentence))
         convert.translation_pb(translation, kind, threshold, answer.translation)
         return answer
 
@@ -254,7 +256,8 @@ class Core:
         searches = await self._run(served, searches, deadline, client, priority)
 
         def answer(check) -> list[pb.Translation]:
-            done = iter(translator.result(text, s, opts.replace_unknown, glossary) if s else translator.copy(text)
+            done = iter(translator.result(text, s, opts.replace_unknown, glossary, convert.keep_names(opts)) if s
+                        else translator.copy(text)
                         for (_, _, text), s in zip(sentences, searches))
             messages = []
             for reading in readings:

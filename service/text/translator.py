@@ -132,6 +132,9 @@ class Translator:
         self.quality = QualityModel.from_manifest(engine.manifest, "translation")
         self.greedy_quality = QualityModel.from_manifest(engine.manifest, "translation_greedy")
         self.alignment_quality = QualityModel.from_manifest(engine.manifest, "alignment")
+        # Imported here: names.py builds on the glossary, which imports this module.
+        from attnmt.service.text.names import Names
+        self.names = Names.from_manifest(engine.model_dir, engine.manifest.names)
         chosen = engine.manifest.hard_links or {}
         self.links_rule: tuple[str, float | None] = (chosen.get("rule", DEFAULT_RULE), chosen.get("threshold"))
         self.shift_att = bool((engine.manifest.alignment or {}).get("shift_att", False))
@@ -189,8 +192,11 @@ class Translator:
         candidates = None if shortlist is None else shortlist.candidates(source)
         return Search(source, options, protected=originals, candidates=candidates)
 
-    def result(self, text: str, search: Search, replace_unk: bool = False, glossary=None) -> Translation:
-        """A finished search as a Translation; with a `glossary.Glossary`, its terms written in."""
+    def result(self, text: str, search: Search, replace_unk: bool = False, glossary=None,
+               keep_names: bool | None = None) -> Translation:
+        """A finished search as a Translation: with `keep_names` (None: when the model has a
+        known-words list, names.py) names it never learnt written as in the source, then with a
+        `glossary.Glossary` its terms written in."""
         source_tokens = self.tokenizer.pieces(search.source)
         translation = Translation(text, source_tokens)
         eos = self.engine.eos_id
@@ -221,14 +227,17 @@ class Translator:
                 text=output, target_tokens=pieces, token_log_probs=log_probs, log_prob=finished.log_prob,
                 score=finished.score, alignment=alignment, source_tokens=sources, quality_model=quality,
                 links_rule=self.links_rule))
+        if self.names is not None and keep_names is not False and search.forced is None:
+            translation = self.names.apply(translation)
         return glossary.apply(translation) if glossary is not None else translation
 
     def translate(self, texts: list[str], options: SearchOptions = SearchOptions(), max_rows: int | None = None,
-                  replace_unk: bool = False, glossary=None) -> list[Translation]:
+                  replace_unk: bool = False, glossary=None, keep_names: bool | None = None) -> list[Translation]:
         """Offline batch translation (the server schedules instead); a text `copies` is copied."""
         searches = [None if self.copies(t) else self.search(t, options) for t in texts]
         decode_all(self.engine, [s for s in searches if s is not None], max_rows, self.workers)
-        return [self.result(t, s, replace_unk, glossary) if s else self.copy(t) for t, s in zip(texts, searches)]
+        return [self.result(t, s, replace_unk, glossary, keep_names) if s else self.copy(t)
+                for t, s in zip(texts, searches)]
 
     def align(self, pairs: list[tuple[str, str]], max_rows: int | None = None) -> list[Translation]:
         """Forced alignment: score and align given targets."""

@@ -13,12 +13,11 @@ import pytest
 
 from attnmt.service.inference.engine import Engine
 from attnmt.service.modeldir.manifest import load_manifest
-from attnmt.service.server.settings import BUNDLED_EN_ES, SERVED_BY_DEFAULT
+from attnmt.service.server.settings import BUNDLED_EN_ES
 from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.stubs import translator_pb2_grpc as rpc
 from attnmt.service.text.language import detect
 from attnmt.service.text.translator import Translator
-from conftest import RunningServer
 
 pytestmark = pytest.mark.skipif(not (BUNDLED_EN_ES / "manifest.json").exists(), reason="no bundled en-es model")
 MiB = 1024 * 1024
@@ -31,9 +30,8 @@ def spanish(text: str) -> bool:
 
 
 @pytest.fixture(scope="module")
-def server():
-    with RunningServer(list(SERVED_BY_DEFAULT), {"ATTNMT_DEFAULT_BEAM_SIZE": "5"}, timeout=120) as running:
-        yield running
+def server(bundled_server):
+    return bundled_server
 
 
 @pytest.fixture(scope="module")
