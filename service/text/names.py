@@ -27,8 +27,8 @@ from attnmt.service.text.translator import Translation
 
 # A word: letters and digits, with inner hyphens and apostrophes ("Super-G", "O'Brien").
 WORD = re.compile(r"\w+(?:[-'’]\w+)*")
-# After these (spaces aside) a capital starts a sentence or a quotation, not a name.
-OPENERS = (".", "!", "?", ":", "¿", "¡", '"', "«", "“", "‘", "—", "(", "[")
+# After one of these (spaces aside) a capital starts a sentence or a quotation, not a name.
+OPENERS = frozenset(".!?:¿¡\"«“‘—([")
 # What may surround a name in a whitespace-separated token ("(Gaziantep),").
 AROUND = ".,;:!?\"'()[]{}«»“”‘’¿¡—-"
 
@@ -56,7 +56,7 @@ class Names:
         tokens = {token.strip(AROUND) for token in text.split()}
         for i, m in enumerate(WORD.finditer(text)):
             word = m.group()
-            if i == 0 or not word[0].isupper() or text[:m.start()].rstrip().endswith(OPENERS):
+            if i == 0 or not word[0].isupper() or _after_opener(text, m.start()):
                 continue
             if any(c.isdigit() or c == "_" for c in word) or word not in tokens:
                 continue
@@ -73,6 +73,14 @@ class Names:
         kept = Glossary([Entry(w, w) for w in words], "names").apply(translation)
         # The matches are not a request glossary's: Hypothesis.glossary stays for those.
         return replace(kept, hypotheses=[replace(h, glossary=[]) for h in kept.hypotheses])
+
+
+def _after_opener(text: str, start: int) -> bool:
+    """Whether the last character before `start` that is not a space is one of OPENERS."""
+    j = start - 1
+    while j >= 0 and text[j].isspace():
+        j -= 1
+    return j >= 0 and text[j] in OPENERS
 
 
 def build_known(lines, capitalised_min: int, lowercase_min: int) -> list[str]:
