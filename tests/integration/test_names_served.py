@@ -26,9 +26,8 @@ def stub(bundled_server):
         yield rpc.TranslatorStub(channel)
 
 
-def test_the_model_says_it_keeps_names(stub):
-    assert stub.GetModel(pb.GetModelRequest(name="transformer-es-en")).keeps_names
-    assert not stub.GetModel(pb.GetModelRequest(name="rnnsearch-es-en")).keeps_names
+def test_every_bundled_model_says_it_keeps_names(stub):
+    assert [m.keeps_names for m in stub.ListModels(pb.ListModelsRequest()).models] == [True, True, True]
 
 
 def test_a_name_comes_back_as_written_unless_the_request_turns_it_off(stub):

@@ -30,6 +30,7 @@ def test_get_model_says_each_architecture_and_its_sizes(both):
     assert rnn.architecture == "RNNsearch" and transformer.architecture == "Transformer"
     assert transformer.dimensions["d_model"] == 32 and transformer.dimensions["decoder_layers"] == 1
     assert transformer.dimensions["max_positions"] == 64
+    assert not rnn.keeps_names and not transformer.keeps_names      # no known-words list: every word translated
 
 
 @pytest.mark.parametrize("model", ["tiny", "tiny-transformer"])
