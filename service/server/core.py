@@ -162,10 +162,9 @@ class Core:
                         for i, text in enumerate(request.sentences)]
             self._check_response_size(searches, kind)
             searches = await self._run(served, searches, deadline, client, priority)
-            translator = served.translator
+            translator, keep_names = served.translator, convert.keep_names(request.options)
             for text, s in zip(request.sentences, searches):
-                translation = (translator.result(text, s, request.options.replace_unknown, glossary,
-                                                   convert.keep_names(request.options)) if s
+                translation = (translator.result(text, s, request.options.replace_unknown, glossary, keep_names) if s
                                else translator.copy(text))
                 convert.translation_pb(translation, kind, threshold, response.translations.add())
         if response.ByteSize() > self.settings.max_message_bytes:
@@ -255,10 +254,11 @@ class Core:
         readings, sentences, searches = await run(read, deadline)
         searches = await self._run(served, searches, deadline, client, priority)
 
+        keep_names = convert.keep_names(opts)
+
         def answer(check) -> list[pb.Translation]:
-            done = iter(translator.result(text, s, opts.replace_unknown, glossary, convert.keep_names(opts)) if s
-                        else translator.copy(text)
-                        for (_, _, text), s in zip(sentences, searches))
+            done = iter(translator.result(text, s, opts.replace_unknown, glossary, keep_names) if s
+                        else translator.copy(text) for (_, _, text), s in zip(sentences, searches))
             messages = []
             for reading in readings:
                 check()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import gzip
 import re
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -53,14 +54,16 @@ class Names:
         "(NúmeroX|NúmeroY)"): the model copies those itself, and the target word that would be
         replaced holds the rest of the token."""
         found: dict[str, None] = {}
-        tokens = {token.strip(AROUND) for token in text.split()}
+        tokens: set[str] | None = None            # made only for a sentence with a candidate
         for i, m in enumerate(WORD.finditer(text)):
             word = m.group()
             if i == 0 or not word[0].isupper() or _after_opener(text, m.start()):
                 continue
-            if any(c.isdigit() or c == "_" for c in word) or word not in tokens:
+            if any(c.isdigit() or c == "_" for c in word) or word in self.known or word.lower() in self.known:
                 continue
-            if word not in self.known and word.lower() not in self.known:
+            if tokens is None:
+                tokens = {token.strip(AROUND) for token in text.split()}
+            if word in tokens:
                 found[word] = None
         return list(found)
 
@@ -86,10 +89,9 @@ def _after_opener(text: str, start: int) -> bool:
 def build_known(lines, capitalised_min: int, lowercase_min: int) -> list[str]:
     """The known-words list of a training source: every word seen `capitalised_min` times or
     more, and every lower-case word seen `lowercase_min` times or more; sorted."""
-    counts: dict[str, int] = {}
+    counts: Counter[str] = Counter()
     for line in lines:
-        for word in WORD.findall(line):
-            counts[word] = counts.get(word, 0) + 1
+        counts.update(WORD.findall(line))
     return sorted(w for w, n in counts.items()
                   if n >= capitalised_min or (n >= lowercase_min and w == w.lower()))
 
