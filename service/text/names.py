@@ -20,7 +20,6 @@ from __future__ import annotations
 import gzip
 import re
 from collections import Counter
-from dataclasses import replace
 from pathlib import Path
 
 from attnmt.service.text.glossary import Entry, Glossary
@@ -73,9 +72,8 @@ class Names:
         words = self.find(translation.source)
         if not words or not translation.hypotheses:
             return translation
-        kept = Glossary([Entry(w, w) for w in words], "names").apply(translation)
         # The matches are not a request glossary's: Hypothesis.glossary stays for those.
-        return replace(kept, hypotheses=[replace(h, glossary=[]) for h in kept.hypotheses])
+        return Glossary([Entry(w, w) for w in words], "names").apply(translation, record=False)
 
 
 def _after_opener(text: str, start: int) -> bool:

@@ -40,23 +40,29 @@ class Hypothesis:
     # Quality is computed on first use (a request that never reads it never pays for it).
     quality_model: QualityModel | None = field(default=None, repr=False, compare=False)
     computed_quality: Quality | None = field(default=None, repr=False, compare=False)
+    # A hypothesis rewritten from the model's own (a glossary's terms written in) keeps that
+    # one's quality, which describes what the model wrote: read from it, when first read.
+    rewritten_from: Hypothesis | None = field(default=None, repr=False, compare=False)
 
     @property
     def quality(self) -> Quality | None:
-        if self.computed_quality is None and self.quality_model is not None:
+        if self.computed_quality is None and self.rewritten_from is not None:
+            self.computed_quality = self.rewritten_from.quality
+        elif self.computed_quality is None and self.quality_model is not None:
             self.computed_quality = self.quality_model.assess(self.token_log_probs, self.alignment,
                                                               self.source_tokens, self.target_tokens,
-                                                              groups=self._groups)
+                                                              groups=self.groups)
         return self.computed_quality
 
     @cached_property
-    def _groups(self) -> tuple[list[list[int]], list[list[int]]]:
-        """The pieces of each source and each target word (`word_groups`), for the words and quality."""
+    def groups(self) -> tuple[list[list[int]], list[list[int]]]:
+        """The pieces of each source and each target word (`word_groups`), for the words, the
+        quality and a glossary; computed once."""
         return word_groups(self.source_tokens), word_groups(self.target_tokens)
 
     @cached_property
     def _words(self) -> tuple[list[str], list[str], np.ndarray]:
-        src_groups, tgt_groups = self._groups
+        src_groups, tgt_groups = self.groups
         # a word's pieces are a run (word_groups), so a slice of the pieces
         join = lambda tokens, g: "".join(tokens[g[0]:g[-1] + 1]).replace("\u2581", "") or "\u2581"  # noqa: E731
         return ([join(self.source_tokens, g) for g in src_groups], [join(self.target_tokens, g) for g in tgt_groups],
