@@ -187,7 +187,9 @@ class Glossary:
         tokens, own = hyp.target_tokens, hyp.token_log_probs
         pieces = [tokens[w] if isinstance(w, int) else w[0] for w in written]
         log_probs = [own[w] if isinstance(w, int) else 0.0 for w in written]   # a term was not generated
-        alignment = hyp.alignment[[w if isinstance(w, int) else 0 for w in written]]   # T' x S
+        alignment = np.empty((len(written), hyp.alignment.shape[1]), dtype=hyp.alignment.dtype)   # T' x S
+        kept = [k for k, w in enumerate(written) if isinstance(w, int)]
+        alignment[kept] = hyp.alignment[[written[k] for k in kept]]        # the model's rows, at once
         for k, w in enumerate(written):
             if not isinstance(w, int):
                 alignment[k] = w[1]

@@ -122,6 +122,14 @@ def test_an_insertion_inside_a_span_another_term_replaces_goes_after_that_term()
     assert aligned_into_occurrence(done) and [m.target for m in done.glossary] == ["alpha", "beta gamma"]
 
 
+def test_a_hypothesis_with_no_target_pieces_gets_the_term_as_its_translation():
+    hyp = Hypothesis("", [], [], 0.0, 0.0, np.zeros((0, 3), dtype=np.float32), ["▁peru", "▁kasa", "</s>"])
+    done = glossary(kasa="house").apply(Translation("peru kasa", hyp.source_tokens, [hyp])).best
+    assert done.text == "house" and done.target_tokens == ["▁house"] and done.token_log_probs == [0.0]
+    assert done.alignment.tolist() == [[0.0, 1.0, 0.0]]                     # all of it on "kasa"
+    assert done.target_words == ["house"] and done.glossary[0].target_start == 0
+
+
 def test_closing_punctuation_stays_where_the_model_put_it():
     alpha = np.array([[0.9, 0.1, 0.0], [0.1, 0.8, 0.1], [0.0, 0.1, 0.9]])
     hyp = Hypothesis("Notmi, dijo", ["▁Not", "mi", ",", "</s>"][:3], [-1.0, -1.0, -0.1], -2.1, -0.7, alpha,
