@@ -187,12 +187,7 @@ class Glossary:
         tokens, own = hyp.target_tokens, hyp.token_log_probs
         pieces = [tokens[w] if isinstance(w, int) else w[0] for w in written]
         log_probs = [own[w] if isinstance(w, int) else 0.0 for w in written]   # a term was not generated
-        alignment = np.empty((len(written), hyp.alignment.shape[1]), dtype=hyp.alignment.dtype)   # T' x S
-        kept = [k for k, w in enumerate(written) if isinstance(w, int)]
-        alignment[kept] = hyp.alignment[[written[k] for k in kept]]        # the model's rows, at once
-        for k, w in enumerate(written):
-            if not isinstance(w, int):
-                alignment[k] = w[1]
+        alignment = np.stack([hyp.alignment[w] if isinstance(w, int) else w[1] for w in written])   # T' x S
         new_groups = word_groups(pieces)
         word_of = [0] * (len(pieces) + 1)                 # piece -> its target word
         for w, g in enumerate(new_groups):
