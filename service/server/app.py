@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import threading
 import time
 from importlib import metadata
 from typing import Protocol
@@ -271,7 +272,12 @@ class Server:
         for served in self.models.values():
             await served.scheduler.close()
         if self._metrics_http is not None:
-            self._metrics_http.shutdown()
+            # socketserver's shutdown() returns only at serve_forever's next poll, every 0.5 s, and
+            # would hold the event loop that long: the serving thread (a daemon) is told to stop
+            # and closes its listener by itself, and the process need not wait for it
+            metrics_http = self._metrics_http
+            threading.Thread(target=lambda: (metrics_http.shutdown(), metrics_http.server_close()),
+                             name="metrics-shutdown", daemon=True).start()
         if self.tracing is not None:
             self.tracing.shutdown()           # export the spans still buffered
         log.info("stopped")
