@@ -31,7 +31,7 @@ from attnmt.service.errors import DeadlineExceeded, InvalidInput
 from attnmt.service.inference.search import SearchOptions
 from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.text.documents import Layout, read, translate_documents
-from attnmt.service.text.html5 import MAX_DEPTH, is_document
+from attnmt.service.text.html5 import MAX_ATTRIBUTES, MAX_DEPTH, is_document
 from attnmt.service.text.markup import VOID, Element, _place, parse_html, render
 from attnmt.service.text.translator import Translation
 from conftest import REPO
@@ -360,6 +360,18 @@ def test_only_nesting_deeper_than_the_limit_is_refused():
     with pytest.raises(InvalidInput, match=r"^markup: <b> at offset 300 nests deeper than 100 elements"):
         parse_html("<b>" * 101 + "Hola")
     parse_html("<p>" * 5000 + "<li>" * 5000)          # implied end tags: never deep
+
+
+def test_only_a_tag_with_more_attributes_than_the_limit_is_refused():
+    def tag(attributes: int) -> str:
+        return "<p " + " ".join(f"a{i}=v" for i in range(attributes)) + ">Hola</p>"
+    parse_html("<p>x</p>" + tag(MAX_ATTRIBUTES))
+    with pytest.raises(InvalidInput, match=r"^markup: <p> at offset 8 has more than 256 attributes \(the attribute"):
+        parse_html("<p>x</p>" + tag(MAX_ATTRIBUTES + 1))
+    # refused at the limit, before the rest of the tag is read: each name is held against
+    # every earlier one, so 20,000 attributes took 32 s
+    with pytest.raises(InvalidInput, match="the attribute limit"):
+        parse_html(tag(20_000))
 
 
 # --- hostile markup --------------------------------------------------------------
