@@ -1,4 +1,4 @@
-"""gettext catalogs (.po, .pot) through polib (MIT).
+r"""gettext catalogs (.po, .pot) through polib (MIT).
 
 The entries without a translation are translated, from their msgid (the catalog's source
 language) into the target: a singular entry's msgid fills msgstr; a plural entry's msgid
@@ -11,12 +11,23 @@ A translation must hold the placeholders its msgid holds (`%s`, `%(name)s`, `{0}
 as often), or `msgfmt --check` fails and the program crashes at run time: one that does not
 is left untranslated and counted (`FileDocument.untranslated`). The header names the target
 (`Language`, `Plural-Forms`) and the catalog is written in UTF-8.
+
+polib reads a string's escapes only in part (\\ \" \n \t \r \v \b \f) and takes an unterminated
+string's last character for its quote, so the strings are read here first, as GNU gettext's
+po-lex.c reads them (\a, octal \ooo and hex \xhh too): a msgid is the program's lookup key, and
+one read otherwise would be written back changed. A string polib would read otherwise reaches
+polib written in the escapes it knows; what gettext refuses (a string with no closing quote, an
+escape it does not know, msgstr[n] without msgid_plural or msgstr with it) is refused, naming
+the line. Control characters in the strings written are escaped (polib writes them raw).
 """
 
 from __future__ import annotations
 
+import codecs
+import itertools
 import re
 from collections import Counter
+from dataclasses import dataclass, field
 
 import polib
 
@@ -41,6 +52,20 @@ FORMAT_DIRECTIVES = re.compile(
     r"|%\([A-Za-z_][A-Za-z0-9_]*\)[-+ 0#]*\d*(?:\.\d+)?[diouxXeEfFgGcrsa]"
     r"|\{[A-Za-z0-9_.]*(?:![rsa])?(?::[^{}]*)?\}")
 _CHARSET = re.compile(rb"charset\s*=\s*([A-Za-z0-9._-]+)", re.IGNORECASE)
+_NOT_PO = "the file is not a gettext catalog (.po, .pot)"
+
+# A line holding strings: its prefixes (obsolete #~, previous #|) and keyword, none on a continuation line
+_STRING_LINE = re.compile(r'^(\s*(?:#~\s*)?(#\|\s*)?(?:(msgctxt|msgid_plural|msgid|msgstr(?:\[\d+\])?)\s*)?)"')
+_LITERAL = re.compile(r'"((?:[^"\\]|\\.)*)"[ \t\r\f\v]*')
+# gettext's escapes (po-lex.c, control_sequence): one character, or a byte of up to three octal
+# digits or of \x and any hex digits (its low 8 bits); anything else after a backslash is refused
+_ESCAPE = re.compile(r"\\(?:([abfnrtv\\\"])|([0-7]{1,3})|x([0-9A-Fa-f]+)|(.))")
+_CHAR_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "\\": "\\", '"': '"'}
+# what str.splitlines (so polib) breaks a line at and polib has no escape for
+_BREAKS = re.compile("[\x1c\x1d\x1e\x85\u2028\u2029]")
+# in what polib writes: a string line, and the control characters it leaves raw in one
+_STRING_OUT = re.compile(r'^((?:#~ )?(?:#\| )?(?:msg\w+(?:\[\d+\])? )?)"(.*)"$', re.M)
+_CONTROL = re.compile("[\x00-\x08\x0e-\x1f\x7f]")
 
 
 def nplurals(rule: str) -> int:
@@ -103,7 +128,7 @@ class Catalog(FileDocument):
         # a template's header is fuzzy until someone fills it; the fields msgfmt reads are filled now
         self.po.metadata_is_fuzzy = False
         self.po.encoding = "utf-8"
-        return str(self.po).encode("utf-8")
+        return _escape_controls(str(self.po)).encode("utf-8")
 
 
 def _translated(entry: polib.POEntry) -> bool:
@@ -112,15 +137,155 @@ def _translated(entry: polib.POEntry) -> bool:
     return bool(entry.msgstr)
 
 
+@dataclass
+class _Field:
+    """A keyword's strings (msgid "a" "b" and the lines continuing it) as read."""
+    lines: list[int]                # its lines' indices, the keyword's first
+    head: str                       # the keyword's line up to its first quote, as read
+    pieces: list[str | bytes] = field(default_factory=list)    # text, and bytes from \ooo and \xhh
+    polib_reads: str = ""           # what polib makes of it
+    one_per_line: bool = True       # one string on each line (polib reads no other)
+
+
+def _literals(line: str, at: int, number: int, end: str) -> list[str]:
+    """The contents of the strings `line` holds from its quote at `at` to its end, escapes as
+    read; `end`: what ended the line (splitlines, as polib reads it)."""
+    found = []
+    while at < len(line):
+        literal = _LITERAL.match(line, at)
+        if literal is None:
+            what = "text after a string"
+            if line[at] == '"':
+                what = ("a string with no closing quote" if end in ("", "\n", "\r\n", "\r") else
+                        f"a string cut by {end!r}, a line break to the catalog reader (polib)")
+            raise InvalidInput(f"{_NOT_PO}: line {number} holds {what}: {line[:80]!r}")
+        found.append(literal.group(1))
+        at = literal.end()
+    return found
+
+
+def _pieces(raw: str, number: int) -> list[str | bytes]:
+    """A string's content as gettext reads it: text, and the bytes of its octal and hex escapes."""
+    pieces: list[str | bytes] = []
+    at = 0
+    for escape in _ESCAPE.finditer(raw):
+        pieces.append(raw[at:escape.start()])
+        char, octal, hexadecimal, unknown = escape.groups()
+        if unknown is not None:
+            raise InvalidInput(f"{_NOT_PO}: line {number} holds the escape {escape.group(0)!r}, which gettext "
+                               f"does not know")
+        if char is not None:
+            pieces.append(_CHAR_ESCAPES[char])
+        else:
+            pieces.append(bytes([int(octal or hexadecimal, 8 if octal else 16) & 0xFF]))
+        at = escape.end()
+    pieces.append(raw[at:])
+    return [p for p in pieces if p]
+
+
+def _value(strings: _Field, charset: str) -> str:
+    """A field's text: its escaped bytes, consecutive ones together (one UTF-8 character may be
+    two escapes), in the catalog's charset."""
+    number = strings.lines[0] + 1
+    parts = []
+    for is_bytes, run in itertools.groupby(strings.pieces, key=lambda p: isinstance(p, bytes)):
+        run = list(run)
+        try:
+            parts.append(b"".join(run).decode(charset) if is_bytes else "".join(run))
+        except UnicodeDecodeError:
+            raise InvalidInput(f"{_NOT_PO}: line {number}: the bytes its escapes give are not {charset}") from None
+    value = "".join(parts)
+    if "\x04" in value:
+        raise InvalidInput(f"{_NOT_PO}: line {number} holds the context separator EOT (\\004)")
+    if _BREAKS.search(value):
+        raise InvalidInput(f"{_NOT_PO}: line {number} holds {_BREAKS.search(value).group(0)!r}, a line break to "
+                           f"the catalog reader (polib)")
+    return value
+
+
+def _as_polib_reads(text: str, charset: str) -> str:
+    """`text` with each string gettext reads otherwise than polib rewritten in the escapes polib
+    knows (its lines but the first left blank, so that polib's line numbers stay); InvalidInput,
+    naming the line, for what gettext refuses."""
+    lines = text.splitlines(keepends=True)
+    fields: list[_Field] = []
+    current: _Field | None = None
+    plural: bool | None = None      # whether the entry read has a msgid_plural (None: no msgid yet)
+    for i, line in enumerate(lines):
+        body = line.splitlines()[0]
+        found = _STRING_LINE.match(body)
+        if found is None:
+            if body.strip():
+                current = None      # a comment or a keyword polib refuses: no string continues past it
+            continue
+        head, previous, keyword = found.groups()
+        raws = _literals(body, found.end() - 1, i + 1, line[len(body):])
+        if keyword:
+            if not previous:
+                if keyword == "msgid":
+                    plural = False
+                elif keyword == "msgid_plural":
+                    plural = True
+                elif keyword.startswith("msgstr[") and plural is False:
+                    raise InvalidInput(f"{_NOT_PO}: line {i + 1} holds {keyword} in an entry without msgid_plural")
+                elif keyword == "msgstr" and plural:
+                    raise InvalidInput(f"{_NOT_PO}: line {i + 1} holds msgstr in an entry with msgid_plural, "
+                                       f"where msgstr[0], msgstr[1]... belong")
+            current = _Field([], head)
+            fields.append(current)
+        elif current is None:
+            continue                # a string continuing nothing: polib refuses it
+        current.lines.append(i)
+        current.one_per_line &= len(raws) == 1
+        current.polib_reads += "".join(polib.unescape(raw) for raw in raws)
+        current.pieces += [p for raw in raws for p in _pieces(raw, i + 1)]
+    out = [line.splitlines()[0] for line in lines]
+    for f in fields:
+        value = _value(f, charset)
+        if f.one_per_line and f.polib_reads == value:
+            continue
+        out[f.lines[0]] = f'{f.head}"{polib.escape(value)}"'
+        for i in f.lines[1:]:
+            out[i] = ""
+    return "\n".join(out)
+
+
+def _escape_controls(po: str) -> str:
+    r"""polib's catalog with the control characters it leaves raw in strings escaped (\a, \ooo):
+    the same strings, in a text that reads as text."""
+    if not _CONTROL.search(po):
+        return po
+
+    def escaped(string: re.Match) -> str:
+        body = _CONTROL.sub(lambda c: "\\a" if c.group(0) == "\a" else f"\\{ord(c.group(0)):03o}", string.group(2))
+        return f'{string.group(1)}"{body}"'
+    return _STRING_OUT.sub(escaped, po)
+
+
+def _charset(data: bytes, declared: str | None) -> str:
+    """The encoding `decode` read the catalog's text in, which its escaped bytes are in too."""
+    try:
+        data.decode("utf-8")
+        return "utf-8"
+    except UnicodeDecodeError:
+        pass
+    try:
+        return codecs.lookup(declared).name if declared else "utf-8"
+    except LookupError:
+        return "utf-8"
+
+
 def read(data: bytes, limits: Limits) -> Catalog:
     declared = _CHARSET.search(data[:4096])
-    text = decode(data, declared.group(1).decode("ascii") if declared else None)
+    declared = declared.group(1).decode("ascii") if declared else None
+    text = decode(data, declared)
     # polib.pofile takes a path or a catalog's text, and opens a path it is given: a catalog
     # always has line breaks, which no path sent here could hold
     if "\n" not in text.strip():
-        raise InvalidInput("the file is not a gettext catalog (.po, .pot): it has one line")
+        raise InvalidInput(f"{_NOT_PO}: it has one line")
+    text = _as_polib_reads(text, _charset(data, declared))
     try:
         po = polib.pofile(text, encoding="utf-8")
     except (OSError, ValueError) as e:
-        raise InvalidInput(f"the file is not a gettext catalog (.po, .pot): {e}") from None
+        raise InvalidInput(f"{_NOT_PO}: {e}") from None
     return Catalog(po, "po")

@@ -31,7 +31,8 @@ from attnmt.service.text.files.cues import WORD
 from attnmt.service.text.files.encoding import decode
 
 _NUMBER = re.compile(r"^\s*\d+\s*$")
-_TIMING = re.compile(r"^\s*\d{1,3}:\d{1,2}:\d{1,2}[,.]\d{1,3}\s*-->\s*\d{1,3}:\d{1,2}:\d{1,2}[,.]\d{1,3}")
+# a timing line: its start and end; what follows them (coordinates: X1:40 X2:600 ...) is kept as read
+_TIMING = re.compile(r"^\s*(\d{1,3}:\d{1,2}:\d{1,2}[,.]\d{1,3})\s*-->\s*(\d{1,3}:\d{1,2}:\d{1,2}[,.]\d{1,3})")
 _TIME = re.compile(r"(?:(\d+):)?(\d+):(\d+)[,.](\d+)")
 # WebVTT's voice span opening a cue (<v Roger>, <v.loud Ann>): a label, not text to translate
 _VOICE = re.compile(r"^<v(?:\.[^\s>]*)?(?:\s[^>]*)?>")
@@ -91,13 +92,14 @@ class SubtitleFile(FileDocument):
 class Cue:
     head: list[str]             # the number line (if any) and the timing line, as read
     lines: list[str]            # the text
+    start: float                # seconds, from the timing line
+    end: float
 
 
 class SrtFile(SubtitleFile):
     def __init__(self, cues_read: list[Cue], eol: str, limits: Limits):
         self.cues, self.eol = cues_read, eol
-        timed = [cues.Timed(" ".join(" ".join(c.lines).split()), *map(seconds, c.head[-1].split("-->")))
-                 for c in cues_read]
+        timed = [cues.Timed(" ".join(" ".join(c.lines).split()), c.start, c.end) for c in cues_read]
         super().__init__("srt", "application/x-subrip; charset=utf-8", timed, limits)
 
     def write(self, translations, target, placeholders=None) -> bytes:
@@ -142,25 +144,50 @@ def read_srt(data: bytes, limits: Limits) -> SrtFile:
         if _NUMBER.match(lines[i]) and i + 1 < len(lines) and _TIMING.match(lines[i + 1]):
             head.append(lines[i])
             i += 1
-        if not _TIMING.match(lines[i]):
+        timing = _TIMING.match(lines[i])
+        if not timing:
             raise InvalidInput(f"the file is not SubRip (.srt): line {i + 1} is neither a cue's number nor its "
                                f"timing: {lines[i][:80]!r}")
+        if "-->" in lines[i][timing.end():]:
+            # a second arrow leaves in doubt where the cue ends (a typo, two lines run together)
+            raise InvalidInput(f"the file is not SubRip (.srt): line {i + 1}, a cue's timing, holds more than "
+                               f"one '-->': {lines[i][:80]!r}")
         head.append(lines[i])
         i += 1
         start = i
         while i < len(lines) and lines[i].strip():
             i += 1
-        found.append(Cue(head, lines[start:i]))
+        found.append(Cue(head, lines[start:i], *map(seconds, timing.groups())))
     if not found:
         raise InvalidInput("the file is not SubRip (.srt): it holds no cue")
     return SrtFile(found, "\r\n" if "\r\n" in text else "\n", limits)
 
 
 def read_vtt(data: bytes, limits: Limits) -> VttFile:
+    text = decode(data, "utf-8")
     try:
-        vtt = webvtt.from_string(decode(data, "utf-8"))
+        vtt = webvtt.from_string(text)
     except (MalformedFileError, MalformedCaptionError) as e:
         raise InvalidInput(f"the file is not WebVTT (.vtt): {e}") from None
     if not vtt.captions:
         raise InvalidInput("the file is not WebVTT (.vtt): it holds no cue")
+    # what webvtt-py reads but will not write (its writer's ValueError) is refused now, not after translating
+    try:
+        _ = vtt.content
+    except ValueError as e:
+        raise InvalidInput(f"the file is not WebVTT (.vtt): {_unwritable(text) or e}") from None
     return VttFile(vtt, limits)
+
+
+def _unwritable(text: str) -> str | None:
+    """The line webvtt-py reads into a NOTE block and will not write back: a timing (`-->`) past
+    the block's first line, which WebVTT's parser reads as a cue's timing that does not parse."""
+    note: bool | None = False           # in a NOTE block; None: between blocks (the header is none)
+    for i, line in enumerate(text.splitlines()):
+        if not line.strip():
+            note = None
+        elif note is None:
+            note = line.startswith("NOTE")
+        elif note and "-->" in line:
+            return f"line {i + 1}, in a NOTE block, is a cue's timing that does not parse: {line[:80]!r}"
+    return None

@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from attnmt.service.errors import InvalidInput
 from attnmt.service.text import files
 from attnmt.service.text.files import cues
 from attnmt.service.text.files.cues import MARKER, Timed, continues, group, proportional
@@ -204,3 +205,29 @@ def test_a_cue_wrapped_whole_keeps_its_wrapper_around_its_own_part():
     assert out[1][2:] == ['<font color="#ff0">I told him that meet at noon.</font>']
     assert cues._wrapper("<i>a</i> b <i>c</i>") is None and cues._wrapper("a <i>b</i>") is None
     assert cues._wrapper(" <b>dos</b> ") == ("<b>", "dos", "</b>")
+
+
+@pytest.mark.parametrize("srt, line", [
+    ("1\n00:00:01,000 --> 00:00:02,000 --> x\nHola.\n", 2),
+    ("00:00:01,000 --> 00:00:02,000 --> 00:00:03,000\nHola.\n", 1),                    # no number line
+    (SPLIT.replace("00:00:05,000 --> 00:00:06,000", "00:00:05,000 --> 00:00:06,000 -->"), 11),
+])
+def test_a_timing_line_with_a_second_arrow_is_refused_naming_its_line(srt, line):
+    with pytest.raises(InvalidInput, match=re.escape(f"not SubRip (.srt): line {line}, a cue's timing, holds more")):
+        files.read("a.srt", srt.encode(), LIMITS)
+
+
+def test_webvtt_reads_what_follows_a_cues_end_as_its_settings():
+    """WebVTT's parser takes all after the end time for settings and skips those it cannot read
+    (no colon): the cue is read, its timing line written back as read."""
+    vtt = "WEBVTT\n\n00:01.000 --> 00:02.000 --> x\nHola.\n"
+    document = files.read("a.vtt", vtt.encode(), LIMITS)
+    assert document.texts == ["Hola."]
+    assert document.write(["Hello."], "en").decode() == "WEBVTT\n\n00:00:01.000 --> 00:00:02.000 --> x\nHello.\n"
+
+
+def test_a_note_holding_a_timing_that_does_not_parse_is_refused_naming_its_line():
+    """webvtt-py reads it into the NOTE block and then will not write it back (a ValueError, a 500)."""
+    vtt = "WEBVTT\n\n00:01.000 --> 00:02.000\nHola.\n\nNOTE nota\n00:03.000 --> 00:04. x\nAdiós.\n"
+    with pytest.raises(InvalidInput, match=re.escape("not WebVTT (.vtt): line 7, in a NOTE block, is a cue's timing")):
+        files.read("a.vtt", vtt.encode(), LIMITS)
