@@ -5,12 +5,15 @@ wrong (400, 413); no parser's own exception reaches it.
 JSON is read by orjson, stricter than the standard library where a route would otherwise fail
 later: text that is not UTF-8, a lone surrogate (`"\\ud800"`, which no protobuf string and no
 UTF-8 encoder takes), a number past float64's range (`1e400`) and nesting past 1,024 levels are
-all refused as not JSON, with where they are.
+all refused as not JSON, with where they are. A body read as a proto message may nest no more
+than MAX_DEPTH levels (`within_depth`): the schema is a few levels deep, and protobuf's parser
+recurses into whatever it is given.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 
 import grpc
 import orjson
@@ -18,7 +21,12 @@ from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 
-from attnmt.service.http.errors import CallEnded, invalid
+from attnmt.service.http.errors import CallEnded, invalid, quoted
+
+# arrays and objects inside one another in a body, the body's own object counted: the proto's
+# messages nest 3 deep (TranslateRequest.glossary[].source), protobuf's parser recurses per level
+MAX_DEPTH = 32
+CONTENT_LENGTH = re.compile(r"[0-9]{1,20}")      # ASCII digits: str.isdigit() also takes "²"
 
 
 async def read(request: Request, limit: int, timeout: float, setting: str = "max_message_bytes") -> bytes:
@@ -26,7 +34,7 @@ async def read(request: Request, limit: int, timeout: float, setting: str = "max
     the message names `setting`, the limit's), 408 when it takes over `timeout` seconds to
     arrive (the connection is then closed)."""
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
+    if CONTENT_LENGTH.fullmatch(declared) and int(declared) > limit:
         raise CallEnded(grpc.StatusCode.RESOURCE_EXHAUSTED, f"the body is {declared} bytes, over "
                         f"{setting} ({limit})", http_status=413)
     chunks, size = [], 0
@@ -50,6 +58,20 @@ def json_value(body: bytes, what: str = "JSON") -> object:
         return orjson.loads(body)
     except orjson.JSONDecodeError as e:
         raise invalid(f"the body is not {what}: {e}") from None
+
+
+def within_depth(values: dict, what: str = "JSON") -> None:
+    """CallEnded(400) naming the field of `values`, a body's object, that nests arrays and
+    objects more than MAX_DEPTH levels deep counting the body's own; walked without recursion."""
+    for name, value in values.items():
+        stack = [(value, 2)] if isinstance(value, (list, dict)) else []
+        while stack:
+            item, depth = stack.pop()
+            if depth > MAX_DEPTH:
+                raise invalid(f"the body is not {what}: {quoted(name)} nests arrays and objects over "
+                              f"{MAX_DEPTH} levels deep")
+            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item)
+                         if isinstance(v, (list, dict)))
 
 
 def is_json(request: Request) -> bool:

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
+import re
 
 import grpc
 
-from attnmt.service.http.errors import CallEnded
+from attnmt.service.http.errors import CallEnded, quoted
 
 GRPC_TIMEOUT_UNITS = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
+# ASCII digits only: str.isdigit() also takes "²", which int() refuses
+GRPC_TIMEOUT = re.compile(r"([0-9]{1,8})([HMSmun])")
 
 
 def timeout_of(headers) -> float | None:
@@ -24,16 +27,16 @@ def timeout_of(headers) -> float | None:
         except ValueError:
             seconds = -1.0
         if not 0 < seconds < float("inf"):
-            raise CallEnded(grpc.StatusCode.INVALID_ARGUMENT, f"X-Request-Timeout: {value!r} is not a positive "
+            raise CallEnded(grpc.StatusCode.INVALID_ARGUMENT, f"X-Request-Timeout: {quoted(value)} is not a positive "
                             "number of seconds")
         return seconds
     value = headers.get("grpc-timeout")
     if value is not None:
-        digits, unit = value[:-1], value[-1:]
-        if not (digits.isdigit() and len(digits) <= 8 and unit in GRPC_TIMEOUT_UNITS and int(digits) > 0):
-            raise CallEnded(grpc.StatusCode.INVALID_ARGUMENT, f"grpc-timeout: {value!r} is not a timeout such as "
-                            "'500m' or '5S'")
-        return int(digits) * GRPC_TIMEOUT_UNITS[unit]
+        timeout = GRPC_TIMEOUT.fullmatch(value)
+        if timeout is None or int(timeout[1]) == 0:
+            raise CallEnded(grpc.StatusCode.INVALID_ARGUMENT, f"grpc-timeout: {quoted(value)} is not a timeout such "
+                            "as '500m' or '5S'")
+        return int(timeout[1]) * GRPC_TIMEOUT_UNITS[timeout[2]]
     return None
 
 

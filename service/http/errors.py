@@ -14,9 +14,11 @@ from __future__ import annotations
 import logging
 import math
 import secrets
+from http import HTTPStatus
 
 import grpc
 import orjson
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
@@ -34,8 +36,11 @@ LIBRETRANSLATE_PATHS = frozenset({"/translate", "/detect", "/languages", "/front
 CODE_OF_STATUS = {400: grpc.StatusCode.INVALID_ARGUMENT, 403: grpc.StatusCode.PERMISSION_DENIED,
                   404: grpc.StatusCode.NOT_FOUND, 405: grpc.StatusCode.UNIMPLEMENTED,
                   408: grpc.StatusCode.DEADLINE_EXCEEDED, 413: grpc.StatusCode.RESOURCE_EXHAUSTED,
+                  416: grpc.StatusCode.OUT_OF_RANGE,
                   429: grpc.StatusCode.RESOURCE_EXHAUSTED, 500: grpc.StatusCode.INTERNAL,
                   503: grpc.StatusCode.UNAVAILABLE}
+
+PHRASES = {s.value: s.phrase for s in HTTPStatus}
 
 
 # google.rpc.Code -> HTTP, as google/rpc/code.proto gives it
@@ -87,6 +92,18 @@ def invalid(message: str) -> CallEnded:
     return CallEnded(grpc.StatusCode.INVALID_ARGUMENT, message)
 
 
+def quoted(value: str, limit: int = 64) -> str:
+    """A client's value as an error message quotes it: repr'd, and cut to `limit` characters so
+    that a message never repeats a whole body or header back."""
+    return repr(value) if len(value) <= limit else f"{value[:limit]!r}... ({len(value)} characters)"
+
+
+def clipped(message: str, limit: int = 300) -> str:
+    """A message another library wrote, quoting what it read (protobuf's json_format quotes the
+    value whole), cut to `limit` characters."""
+    return message if len(message) <= limit else f"{message[:limit]}... ({len(message)} characters)"
+
+
 class JSONResponse(Response):
     """JSON written by orjson: a reply with word alignments is mostly floats, which the standard
     library's encoder wrote at 1.1 ms a verse (orjson: 0.04 ms; the same bytes)."""
@@ -131,7 +148,7 @@ def exception_handlers(retry_after_default: float) -> dict:
     async def http_exception(request: Request, error: HTTPException) -> Response:
         path, status = request.url.path, error.status_code
         if status == 404:
-            message = f"no route {path}"
+            message = f"no route {clipped(path, 200)}"
         elif status == 405:
             message = f"{request.method} is not allowed on {path} (allowed: {(error.headers or {}).get('Allow', '')})"
         else:
@@ -173,3 +190,49 @@ class Crashes:
             message = f"internal error (request {request_id}): {type(error).__name__}"
             response = JSONResponse(error_body(scope["path"], grpc.StatusCode.INTERNAL, 500, message), 500)
             await response(scope, receive, send)
+
+
+class PlainErrors:
+    """ASGI middleware: an error answered by a layer that writes its own (Starlette's CORS
+    preflight refusal "Disallowed CORS headers" in plain text, StaticFiles' 400 for a Range header
+    that does not parse and its empty 416) becomes the route's JSON error body; the status and
+    the other headers are kept. Answers that are JSON already pass untouched."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        start, chunks = None, []
+
+        async def sending(message):
+            nonlocal start
+            if message["type"] == "http.response.start" and message["status"] >= 400:
+                media_type = Headers(raw=message.get("headers", [])).get("content-type", "").split(";")[0]
+                if media_type != "application/json":
+                    start = message         # held until its body has come
+                    return
+            elif start is not None and message["type"] == "http.response.body":
+                chunks.append(message.get("body", b""))
+                if not message.get("more_body", False):
+                    await send_json(start, b"".join(chunks))
+                return
+            await send(message)
+
+        async def send_json(start, text: bytes):
+            status = start["status"]
+            kept = [(k, v) for k, v in start.get("headers", [])
+                    if k.lower() not in (b"content-type", b"content-length")]
+            message = text.decode("utf-8", "replace").strip() or PHRASES.get(status, "error")
+            content_range = Headers(raw=kept).get("content-range")
+            if content_range:
+                message += f" (Content-Range: {content_range})"
+            code = CODE_OF_STATUS.get(status, grpc.StatusCode.INVALID_ARGUMENT if status < 500 else
+                                      grpc.StatusCode.INTERNAL)
+            body = orjson.dumps(error_body(scope["path"], code, status, clipped(message)))
+            await send({"type": "http.response.start", "status": status, "headers": kept + [
+                (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+
+        await self.app(scope, receive, sending)

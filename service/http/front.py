@@ -274,8 +274,10 @@ class HttpFront:
             Route("/", page("index.html", PAGE_POLICY), methods=["GET"]),
             Mount("/static", StaticFiles(packages=[("attnmt.service.http", "static")]), name="static"),
         ]
-        # Crashes inside CORS: a 500 reaches a browser with its CORS headers
+        # Crashes inside CORS: a 500 reaches a browser with its CORS headers; PlainErrors outside
+        # it: CORS's own refusal of a preflight is plain text
         middleware = [Middleware(Metered, front=self),
+                      Middleware(errors.PlainErrors),
                       Middleware(CORSMiddleware, allow_origins=s.cors_allow_origins, allow_methods=["GET", "POST"],
                                  allow_headers=["Authorization", "Content-Type", "X-Api-Key", "X-Client-Id",
                                                 "X-Request-Timeout"], expose_headers=["Retry-After"]),
@@ -302,12 +304,13 @@ class HttpFront:
                 tls.update(ssl_ca_certs=str(s.tls_client_ca), ssl_cert_reqs=ssl.CERT_REQUIRED)
         # proxy_headers off: uvicorn would believe X-Forwarded-For from 127.0.0.1 by default; who a
         # caller is comes from Caller and `trusted_proxies` alone
-        # limit_concurrency: connections and requests together; past it a request is answered 503
+        # http_max_connections is counted by the protocol, not by uvicorn's limit_concurrency, which
+        # counts the new connection against the limit too: past it a request is answered 503
         # (protocol.at_capacity) and its connection closed
+        protocol = functools.partial(HeadDeadlineProtocol, head_timeout=s.http_head_timeout_seconds,
+                                     max_connections=s.http_max_connections)
         config = uvicorn.Config(self.app(), lifespan="off", log_config=None, access_log=False, server_header=False,
-                                proxy_headers=False, http=functools.partial(HeadDeadlineProtocol,
-                                                                            head_timeout=s.http_head_timeout_seconds),
-                                timeout_keep_alive=s.http_keep_alive_seconds, limit_concurrency=s.http_max_connections,
+                                proxy_headers=False, http=protocol, timeout_keep_alive=s.http_keep_alive_seconds,
                                 timeout_graceful_shutdown=max(s.grace_period_seconds, 1), ws="none", **tls)
         # uvicorn's own lines ("Started server process") are INFO under the name uvicorn.error;
         # the server logs its own start, so only uvicorn's warnings and errors are kept

@@ -10,6 +10,8 @@ translated through the same core as every other call. Errors are LibreTranslate'
 
 from __future__ import annotations
 
+import functools
+import re
 from dataclasses import dataclass
 
 import grpc
@@ -18,15 +20,17 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from attnmt.service.errors import InvalidInput
+from attnmt.service.errors import AttnmtError, InvalidInput
 from attnmt.service.http import body
 from attnmt.service.http.caller import timeout_of
-from attnmt.service.http.errors import CallEnded, JSONResponse, invalid
+from attnmt.service.http.download import attachment
+from attnmt.service.http.errors import CallEnded, JSONResponse, clipped, invalid
 from attnmt.service.server.routing import AUTO
 from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.text import files, language
 
 SHORT_TEXT = 40     # characters below which LibreTranslate detects on all texts together
+NUMERAL = re.compile(r"[+-]?[0-9]{1,20}")       # ASCII digits: str.isdigit() also takes "²"
 
 
 @dataclass
@@ -62,8 +66,7 @@ class Fields:
         if value is None or value == "":
             return 0
         if isinstance(value, str):
-            value = value.strip()
-            if value.lstrip("+-").isdigit() and len(value) <= 20:
+            if NUMERAL.fullmatch(value.strip()):
                 return int(value)
         elif isinstance(value, int) and not isinstance(value, bool):
             return value
@@ -103,11 +106,12 @@ async def read_fields(request: Request, front, file: bool = False) -> Fields:
     return Fields(values, False)
 
 
-def detections(text: str) -> list[dict]:
-    """LibreTranslate's detection list: confidences in percent, best first."""
+def detections(text: str, unknown: str = "en") -> list[dict]:
+    """LibreTranslate's detection list: confidences in percent, best first; `unknown` with
+    confidence 0 when the text has no letters the detector knows (LibreTranslate answers `en`)."""
     found = language.detect(text)
     return [{"confidence": round(100 * p, 1), "language": code} for code, p in found] or \
-        [{"confidence": 0.0, "language": "en"}]   # LibreTranslate's answer when nothing is recognised
+        [{"confidence": 0.0, "language": unknown}]
 
 
 def alternatives_of(entry: pb.Translation, wanted: int) -> list[str]:
@@ -141,15 +145,24 @@ def routes(front) -> list[Route]:
         for code in sources:
             if code not in pairs.codes:
                 raise invalid(f"{code} ({pairs.name(code)}) was detected, and this server does not translate it"
-                              if detected else f"{code} is not supported")
+                              if detected else f"{clipped(code, 64)} is not supported")
         if target not in pairs.codes:
-            raise invalid(f"{target} is not supported")
+            raise invalid(f"{clipped(target, 64)} is not supported")
         models = {pairs.model_of.get((code, target)) for code in sources}
         if None in models:
             code = next(c for c in sources if (c, target) not in pairs.model_of)
             raise invalid(f"{pairs.name(target)} ({target}) is not available as a target language from "
                           f"{pairs.name(code)} ({code})")
         return next(iter(models)) if len(models) == 1 else None
+
+    def undetected(target: str) -> str:
+        """The source `auto` takes for a text with no letters the detector knows ("12345"): as
+        the native API routes it (routing.py), a source served into `target`, which the model
+        then copies through; LibreTranslate's `en` when none is."""
+        try:
+            return pairs.route("", AUTO, target).source
+        except AttnmtError:
+            return "en"
 
     async def translate(request: Request) -> Response:
         # a CallEnded raised here is answered by service/http/errors.py, in LibreTranslate's shape
@@ -171,7 +184,7 @@ def routes(front) -> list[Route]:
             raise invalid(f"Invalid request: request ({chars}) exceeds text limit ({settings.max_document_chars})")
         text_format = fields.text("format") or "text"
         if text_format not in ("text", "html"):
-            raise invalid(f"{text_format} format is not supported")
+            raise invalid(f"{clipped(text_format, 64)} format is not supported")
         wanted = fields.count("alternatives")
         limit = settings.max_beam_size - 1
         if not 0 <= wanted <= limit:
@@ -179,8 +192,8 @@ def routes(front) -> list[Route]:
                           else "Invalid request: alternatives parameter must be >= 0")
         detected = None
         if source == AUTO:
-            overall = detections(" ".join(texts))[0]
-            detected = [detections(t)[0] if len(t) > SHORT_TEXT else overall for t in texts]
+            overall = detections(" ".join(texts), undetected(target))[0]
+            detected = [detections(t, overall["language"])[0] if len(t) > SHORT_TEXT else overall for t in texts]
             sources = {d["language"] for d in detected}
         else:
             sources = {source}
@@ -194,7 +207,9 @@ def routes(front) -> list[Route]:
                                        beam_size=wanted + 1 if wanted + 1 > settings.default_beam_size else 0,
                                        alignment=pb.ALIGNMENT_NONE))
         front.refuse_if_full(message)
-        reply = await front.call("Translate", message, request, core.translate)
+        # the core's errors name each text as the client sent it: `q[1]`, not `sentences[1]`
+        named = functools.partial(core.translate, fields=[f"q[{i}]" for i in range(len(texts))] if batch else ["q"])
+        reply = await front.call("Translate", message, request, named)
         results = [t.text for t in reply.translations]
         answer = {"translatedText": results if batch else results[0]}
         if wanted:
@@ -247,7 +262,7 @@ def routes(front) -> list[Route]:
                             f"(file_store_expiry_seconds: {settings.file_store_expiry_seconds:g}) or never was")
         stored, data = found
         return Response(data, media_type=stored.media_type,
-                        headers={"Content-Disposition": f'attachment; filename="{stored.name}"',
+                        headers={"Content-Disposition": attachment(stored.name),
                                  "X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"})
 
     async def languages(request: Request) -> Response:

@@ -15,7 +15,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from attnmt.service.http import body, jsonpb
-from attnmt.service.http.errors import JSONResponse
+from attnmt.service.http.download import attachment
+from attnmt.service.http.errors import JSONResponse, clipped
 from attnmt.service.stubs import translator_pb2 as pb
 
 
@@ -33,11 +34,12 @@ async def parse_body(request: Request, message_class, front) -> object:
     values = body.json_value(raw, what)
     if not isinstance(values, dict):
         raise body.invalid(f"the body is not {what}: a JSON object is expected, not {type(values).__name__}")
+    body.within_depth(values, what)
     strict_numbers(values, message_class.DESCRIPTOR)
     try:
         return json_format.ParseDict(values, message_class())
-    except json_format.ParseError as e:
-        raise body.invalid(f"the body is not {what}: {e}") from None
+    except json_format.ParseError as e:         # its message quotes the value it read, whole
+        raise body.invalid(f"the body is not {what}: {clipped(str(e))}") from None
 
 
 _FLOATS = (FieldDescriptor.TYPE_FLOAT, FieldDescriptor.TYPE_DOUBLE)
@@ -107,7 +109,7 @@ def routes(front) -> list[Route]:
             text("target_language", "targetLanguage")
         done = await front.translate_file(request, upload, model, source, target)
         return Response(done.data, media_type=done.media_type, headers={
-            "Content-Disposition": f'attachment; filename="{done.name}"', "Content-Language": done.target_language,
+            "Content-Disposition": attachment(done.name), "Content-Language": done.target_language,
             "X-Model": done.model, "X-Source-Language": done.source_language,
             "X-Untranslated-Entries": str(done.untranslated), "X-Content-Type-Options": "nosniff"})
 

@@ -10,9 +10,16 @@ of each later one (the keep-alive timer covers the wait before it). A connection
 nothing is closed; one that sent part of a head gets 408 first, as HTTP asks. The body has its
 own deadline where the routes read it (service/http/body.py).
 
+The connection limit is counted here too (`http_max_connections`): uvicorn's
+`limit_concurrency` counts the connection asking among the open ones, so a limit of 3
+refused the third connection, not the fourth. Here a request is refused when the open
+connections, its own included, are more than the limit, or the requests in flight already
+number the limit.
+
 The hooks are uvicorn's: `on_message_begin` and `on_headers_complete` are httptools' parser
-callbacks; `_start_asgi_task` is where uvicorn starts the app, or its plain-text 503 when
-`limit_concurrency` is reached; `send_400_response` answers a request httptools cannot parse.
+callbacks; `_start_asgi_task` is where uvicorn starts the app for a request (or its plain-text
+503, which is never asked for here: `limit_concurrency` is unset); `send_400_response` answers a
+request httptools cannot parse.
 """
 
 from __future__ import annotations
@@ -21,7 +28,6 @@ import asyncio
 
 import grpc
 import orjson
-from uvicorn.protocols.http.flow_control import service_unavailable
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from attnmt.service.http.errors import JSONResponse, error_body
@@ -32,9 +38,10 @@ AT_CAPACITY_RETRY_AFTER = "1"       # seconds: connections come and go within on
 class HeadDeadlineProtocol(HttpToolsProtocol):
     """HttpToolsProtocol, closing a connection whose request head takes over `head_timeout` seconds."""
 
-    def __init__(self, *args, head_timeout: float, **kwargs):
+    def __init__(self, *args, head_timeout: float, max_connections: int, **kwargs):
         super().__init__(*args, **kwargs)
         self.head_timeout = head_timeout
+        self.max_connections = max_connections
         self._head_timer: asyncio.TimerHandle | None = None
         self._head_started = False
 
@@ -75,7 +82,10 @@ class HeadDeadlineProtocol(HttpToolsProtocol):
         self.transport.close()
 
     def _start_asgi_task(self, cycle, app) -> None:
-        if app is service_unavailable:          # uvicorn's limit_concurrency refusal, in plain text
+        # self.connections holds this one; self.tasks not yet this request's
+        if len(self.connections) > self.max_connections or len(self.tasks) >= self.max_connections:
+            self.logger.warning("HTTP: over http_max_connections (%d): a request is answered 503",
+                                self.max_connections)
             app = at_capacity
         super()._start_asgi_task(cycle, app)
 

@@ -126,6 +126,20 @@ def test_a_text_file_comes_back_line_for_line_and_once(files_server):
     assert again.status_code == 404 and set(again.json()) == {"error"}
 
 
+def test_a_file_named_outside_latin_1_downloads_under_its_name(files_server):
+    """A header is Latin-1: the name goes as an ASCII stand-in and percent-encoded (RFC 6266, 5987)."""
+    expected = "attachment; filename=\"___en.txt\"; filename*=UTF-8''%E6%96%87%E4%BB%B6_en.txt"
+    native = files_server.post("/v1/translate_file", files={"file": ("文件.txt", b"Hola.\n")},
+                               data={"source_language": "es", "target_language": "en"})
+    assert native.status_code == 200, native.text
+    assert native.headers["content-disposition"] == expected
+    got = fetched(files_server, send(files_server, "文件.txt", b"Hola.\n"))
+    assert got.headers["content-disposition"] == expected and got.text == native.text
+    accented = fetched(files_server, send(files_server, "Canción.txt", b"Hola.\n"))
+    assert accented.headers["content-disposition"] == \
+        "attachment; filename=\"Cancion_en.txt\"; filename*=UTF-8''Canci%C3%B3n_en.txt"
+
+
 def test_an_html_file_keeps_its_markup(files_server):
     page = ("<!DOCTYPE html><html><head><meta charset='iso-8859-1'><title>Ayuda</title></head>"
             "<body><p>No se puede abrir el <b>archivo</b>.</p></body></html>").encode("latin-1")

@@ -126,6 +126,8 @@ def test_libretranslate_bodies_are_400_naming_what_is_wrong(http, path, content,
     ({"alternatives": "many"}, ["alternatives"]),
     ({"alternatives": True}, ["alternatives"]),
     ({"alternatives": 1e300}, ["alternatives"]),
+    ({"alternatives": "³"}, ["alternatives", "not a number"]),         # str.isdigit() takes it, int() does not
+    ({"alternatives": "--1"}, ["alternatives", "not a number"]),
     ({"api_key": ["x"]}, ["api_key"]),          # before the key is checked: any client reaches it
 ])
 def test_libretranslate_fields_of_the_wrong_type(http, fields, words):
@@ -133,6 +135,79 @@ def test_libretranslate_fields_of_the_wrong_type(http, fields, words):
     libre_error(http.post("/translate", json=body), 400, *words)
     if "q" in fields or "api_key" in fields:
         libre_error(http.post("/detect", json={"q": SHORT, "api_key": KEY, **fields}), 400, *words)
+
+
+@pytest.mark.parametrize("value", ["--1", "+-1", "²", "1²", " 1 2", "1" * 21])
+def test_alternatives_that_are_not_a_numeral(http, value):
+    form = {"q": SHORT, **LT, "alternatives": value}
+    libre_error(http.post("/translate", data=form), 400, "alternatives parameter is not a number")
+    libre_error(http.post("/translate", json=form), 400, "alternatives parameter is not a number")
+
+
+DEPTH = 1000        # under orjson's 1,024 levels: only our own bound stops it
+
+
+@pytest.mark.parametrize("field, value", [
+    ("options", "[" * DEPTH + "]" * DEPTH),
+    ("glossary", "[" * DEPTH + "]" * DEPTH),
+    ("glossary", '[{"source": ' + "[" * DEPTH + "]" * DEPTH + ', "target": "x"}]'),
+    ("options", '{"beamSize": ' + '{"a": ' * 500 + "1" + "}" * 500 + "}"),
+    ("options", "[" * 32 + "]" * 32),                # 33 levels with the body's own object
+])
+def test_nesting_inside_a_field_is_a_short_400_naming_it(http, field, value):
+    content = f'{{"sentences": ["x"], "{field}": {value}}}'.encode()
+    r = http.post("/v1/translate", content=content, headers=JSON)
+    native_error(r, 400, field, "32 levels")
+    assert len(r.json()["error"]["message"]) < 200
+
+
+def test_messages_quote_what_was_sent_only_in_part(http):
+    nested = "[" * 31 + "]" * 31                   # within the bound: protobuf's parser quotes it
+    r = http.post("/v1/translate", content=f'{{"sentences": ["x"], "options": {nested}}}'.encode(), headers=JSON)
+    native_error(r, 400, "options")
+    long_enum = http.post("/v1/translate", json={"sentences": ["x"], "format": "y" * 5000}, headers=JSON)
+    native_error(long_enum, 400, "format")
+    assert len(long_enum.json()["error"]["message"]) < 400
+    long_format = http.post("/translate", json={"q": SHORT, **LT, "format": "y" * 5000})
+    libre_error(long_format, 400, "format is not supported")
+    assert len(long_format.json()["error"]) < 200
+    native_error(http.get("/" + "z" * 5000), 404, "no route")
+    assert len(http.get("/" + "z" * 5000).json()["error"]["message"]) < 400
+
+
+@pytest.mark.parametrize("value", [b"\xb2S", b"5\xb2S", b"\xb9m"])
+def test_a_grpc_timeout_in_digits_that_are_not_ascii_is_a_400(http, value):
+    """"²".isdigit() is true and int("²") raises: every route that reads the header."""
+    headers = {**JSON, "grpc-timeout": value}
+    native_error(http.post("/v1/translate", json={"sentences": [SHORT]}, headers=headers), 400, "grpc-timeout")
+    native_error(http.get("/v1/models", headers=headers), 400, "grpc-timeout")
+    libre_error(http.post("/translate", json={"q": SHORT, **LT}, headers=headers), 400, "grpc-timeout")
+    libre_error(http.post("/detect", json={"q": SHORT, "api_key": KEY}, headers=headers), 400, "grpc-timeout")
+
+
+def test_a_content_length_in_digits_that_are_not_ascii_is_a_400(hostile, http):
+    answer = raw(hostile, b"POST /v1/translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                          b"Content-Length: \xb2\r\n\r\n{}")
+    assert answer.startswith(b"HTTP/1.1 400") and b"application/json" in answer, answer
+
+
+def test_refusals_written_by_other_layers_are_json(http):
+    """Starlette's CORS refusal of a preflight and StaticFiles' Range errors: the route's JSON error
+    shape, with their status and headers."""
+    preflight = {"Origin": "http://x", "Access-Control-Request-Method": "POST"}
+    r = http.options("/v1/translate", headers={**preflight, "Access-Control-Request-Headers": "x-foo"})
+    native_error(r, 400, "Disallowed CORS headers")
+    assert r.headers["access-control-allow-origin"] == "*"
+    r = http.options("/translate", headers={**preflight, "Access-Control-Request-Method": "PUT"})
+    libre_error(r, 400, "Disallowed CORS method")
+    assert http.options("/v1/translate", headers=preflight).status_code == 200
+    native_error(http.get("/static/page.css", headers={"Range": "bytes=5-1"}), 400, "Range")
+    native_error(http.get("/static/page.css", headers={"Range": "bytes=abc"}), 400, "Range")
+    r = http.get("/static/page.css", headers={"Range": "bytes=99999999-"})
+    native_error(r, 416, "Range Not Satisfiable")
+    assert r.json()["error"]["code"] == "OUT_OF_RANGE"
+    assert r.headers["content-range"].startswith("bytes */")
+    assert http.get("/static/page.css", headers={"Range": "bytes=0-9"}).status_code == 206
 
 
 def test_forms_that_do_not_parse(http):
@@ -215,10 +290,14 @@ def test_a_slow_client_is_closed_and_a_normal_request_still_succeeds(hostile, ht
 def test_connections_over_the_limit_get_a_json_503(tiny_model):
     with RunningServer([tiny_model], {"ATTNMT_HTTP_MAX_CONNECTIONS": "3", "ATTNMT_HTTP_HEAD_TIMEOUT_SECONDS": "2"}) \
             as server:
-        idle = [socket.create_connection(("127.0.0.1", server.http_port)) for _ in range(3)]
+        idle = [socket.create_connection(("127.0.0.1", server.http_port)) for _ in range(2)]
         try:
             time.sleep(0.2)
-            r = httpx.get(f"{server.http}/healthz")
+            assert httpx.get(f"{server.http}/healthz").status_code == 200      # the third connection: within
+            time.sleep(0.2)
+            idle.append(socket.create_connection(("127.0.0.1", server.http_port)))
+            time.sleep(0.2)
+            r = httpx.get(f"{server.http}/healthz")                             # the fourth: past it
             assert r.status_code == 503 and r.headers["retry-after"] == "1"
             assert r.json()["error"]["code"] == "UNAVAILABLE"
             time.sleep(2.5)                       # the idle ones are closed at their head deadline

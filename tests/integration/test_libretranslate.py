@@ -104,6 +104,29 @@ def test_english_is_never_translated_as_spanish(lt):
         r.json()["error"]
 
 
+def test_a_text_with_no_letters_is_translated_from_a_served_source(lt):
+    """Nothing to detect ("12345"): a source served into the target (the default model's), as the
+    native API routes `auto`, not LibreTranslate's `en`, which nothing here translates into English."""
+    r = lt.post("/translate", json={"q": "12345", "source": "auto", "target": "en"})
+    assert r.status_code == 200, r.text
+    native = lt.post("/v1/translate", json={"sentences": ["12345"], "sourceLanguage": "auto", "targetLanguage": "en",
+                                            "splitSentences": True}).json()
+    assert r.json() == {"translatedText": native["translations"][0]["text"],
+                        "detectedLanguage": {"confidence": 0.0, "language": "es"}}
+    batch = lt.post("/translate", json={"q": ["12345", "No se puede abrir el archivo: permiso denegado ahora."],
+                                        "source": "auto", "target": "en"})
+    assert batch.status_code == 200 and [d["language"] for d in batch.json()["detectedLanguage"]] == ["es", "es"]
+    assert lt.post("/detect", json={"q": "12345"}).json() == [{"confidence": 0.0, "language": "en"}]
+
+
+def test_errors_name_the_text_as_the_client_sent_it(lt):
+    long = "palabra" * 400                      # one sentence over max_chars_per_sentence (2000)
+    r = lt.post("/translate", json={"q": ["Hola.", long], "source": "es", "target": "en"})
+    assert r.status_code == 400 and r.json()["error"].startswith("q[1], sentence 0 has 2800 characters"), r.text
+    r = lt.post("/translate", data={"q": long, "source": "es", "target": "en"})
+    assert r.status_code == 400 and r.json()["error"].startswith("q, sentence 0 has 2800 characters"), r.text
+
+
 def test_languages_settings_health_and_detect(lt):
     languages = {lang["code"]: lang for lang in lt.get("/languages").json()}
     assert languages["es"] == {"code": "es", "name": "Spanish", "targets": ["en"]}

@@ -46,7 +46,9 @@ def test_deadline_headers(headers, seconds):
 
 @pytest.mark.parametrize("headers", [{"x-request-timeout": "soon"}, {"x-request-timeout": "0"},
                                      {"x-request-timeout": "inf"}, {"grpc-timeout": "5"}, {"grpc-timeout": "5s"},
-                                     {"grpc-timeout": "-5S"}, {"grpc-timeout": "123456789S"}])
+                                     {"grpc-timeout": "-5S"}, {"grpc-timeout": "123456789S"},
+                                     {"grpc-timeout": "\xb2S"}, {"grpc-timeout": "+5S"}, {"grpc-timeout": "0S"},
+                                     {"grpc-timeout": "5S\n"}])
 def test_bad_deadlines_name_the_header(headers):
     with pytest.raises(CallEnded) as e:
         timeout_of(headers)
