@@ -17,7 +17,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.stubs import translator_pb2_grpc as pb_grpc
 from attnmt.service.text.html5 import MAX_DEPTH
-from conftest import REPO, RunningServer
+from conftest import LONG, REPO, RunningServer
 
 BUNDLED = REPO / "models" / "rnnsearch-es-en"
 PROMPT = 0.1                # seconds: a health answer, and a deadline's end
@@ -199,4 +199,17 @@ def test_a_tag_with_too_many_attributes_is_refused_in_an_entry_and_in_a_file(ser
     for r in (entry, page):
         assert r.status_code == 400 and r.json()["error"]["code"] == "INVALID_ARGUMENT", r.text
         assert "<p> at offset 0 has more than 256 attributes (the attribute limit)" in r.json()["error"]["message"]
+    check_health(health)
+
+
+def test_a_large_answer_leaves_health_prompt(tiny_model):
+    """Its words, links and JSON are written off the event loop: 64 sentences of about 80 words,
+    16 hypotheses each with hard links (about 2 MB of JSON), held the loop for seconds."""
+    text = " ".join([LONG] * 4)
+    body = {"sentences": [text] * 64, "options": {"beamSize": 16, "nBest": 16, "alignment": "ALIGNMENT_HARD"}}
+    with RunningServer([tiny_model], {"ATTNMT_MAX_TOKENS_PER_SENTENCE": "1024"}) as server:
+        with httpx.Client(base_url=server.http, timeout=120) as client:
+            r, health = while_polled(server, lambda: client.post("/v1/translate", json=body))
+    assert r.status_code == 200, r.text
+    assert len(r.json()["translations"]) == 64 and len(r.json()["translations"][0]["hypotheses"]) == 16
     check_health(health)
