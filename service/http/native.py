@@ -8,6 +8,7 @@ in, the translated file out: service/server/files.py). Errors: `{"error": {"code
 from __future__ import annotations
 
 import asyncio
+import re
 
 import orjson
 from google.protobuf import json_format
@@ -19,7 +20,7 @@ from starlette.routing import Route
 
 from attnmt.service.http import body, jsonpb
 from attnmt.service.http.download import attachment
-from attnmt.service.http.errors import JSONResponse, clipped
+from attnmt.service.http.errors import JSONResponse, clipped, quoted
 from attnmt.service.stubs import translator_pb2 as pb
 
 # A reply's JSON is written on the event loop up to this size (protobuf bytes), beyond it on a
@@ -51,21 +52,39 @@ async def parse_body(request: Request, message_class, front) -> object:
 
 
 _FLOATS = (FieldDescriptor.TYPE_FLOAT, FieldDescriptor.TYPE_DOUBLE)
+_INTEGERS = {FieldDescriptor.TYPE_INT32, FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_UINT32,
+             FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_SINT32, FieldDescriptor.TYPE_SINT64,
+             FieldDescriptor.TYPE_FIXED32, FieldDescriptor.TYPE_FIXED64, FieldDescriptor.TYPE_SFIXED32,
+             FieldDescriptor.TYPE_SFIXED64}
+# numbers written as strings, as the proto3 JSON mapping allows them
+_INTEGER_TEXT = re.compile(r"-?[0-9]+")
+_FLOAT_TEXT = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|NaN|-?Infinity")
 
 
 def strict_numbers(values: dict, descriptor, path: str = "") -> None:
-    """json_format takes `true` for a number or an enum (Python's bool is an int) and `2.5` for an
-    integer or an enum (truncated); the mapping takes neither: 400 naming the field."""
+    """What json_format takes and the proto3 JSON mapping does not: `true` for a number or an
+    enum (Python's bool is an int), `2.5` for an integer or an enum (truncated), a number written
+    as a string Python reads and the mapping does not (`"1_0"`, read as 10, `"٣"`), an array for
+    an object (read as an empty one), and a key holding NUL (protobuf's lookup stops at it, so
+    `"sentences\u0000x"` was read as `sentences`): 400 naming the field."""
     for key, value in values.items():
+        if "\0" in key:
+            raise body.invalid(f"{path}{quoted(key)} is not a field: a field name holds no NUL")
         field = descriptor.fields_by_camelcase_name.get(key) or descriptor.fields_by_name.get(key)
         if field is None or field.type == FieldDescriptor.TYPE_BOOL:
             continue
         name = f"{path}{field.name}"
+        if field.message_type is not None and not field.is_repeated and \
+                value is not None and not isinstance(value, dict):
+            raise body.invalid(f"{name} must be an object, not {type(value).__name__}")
         for item in value if isinstance(value, list) else [value]:
             if isinstance(item, bool):
                 raise body.invalid(f"{name} must not be a boolean")
             if isinstance(item, float) and field.type not in _FLOATS and not item.is_integer():
                 raise body.invalid(f"{name} must be a whole number, not {item!r}")
+            if isinstance(item, str) and (field.type in _INTEGERS and not _INTEGER_TEXT.fullmatch(item) or
+                                          field.type in _FLOATS and not _FLOAT_TEXT.fullmatch(item)):
+                raise body.invalid(f"{name} must be a number, not {quoted(item)}")
             if isinstance(item, dict) and field.message_type is not None and \
                     not field.message_type.GetOptions().map_entry:
                 strict_numbers(item, field.message_type, name + ".")

@@ -96,6 +96,12 @@ DEEP = b"[" * 100_000
     ("/v1/translate", b'{"sentences": ["x"], "format": true}', ["format"]),
     ("/v1/translate", b'{"sentences": ["x"], "options": {"beamSize": 2.5}}', ["beam_size"]),
     ("/v1/translate", b'[]', ["JSON object"]),
+    # what protobuf's json_format reads and the proto3 JSON mapping does not
+    ("/v1/translate", b'{"sentences": ["x"], "options": []}', ["options must be an object"]),
+    ("/v1/translate", b'{"sentences": ["x"], "options": {"beamSize": "1_0"}}', ["beam_size must be a number"]),
+    ("/v1/translate", '{"sentences": ["x"], "options": {"beamSize": "٣"}}'.encode(), ["beam_size"]),
+    ("/v1/translate", b'{"sentences": ["x"], "options": {"lengthPenalty": "1_0"}}', ["length_penalty"]),
+    ("/v1/translate", b'{"sentences\\u0000x": ["x"]}', ["NUL"]),
     ("/v1/align", DEEP, ["depth"]),
     ("/v1/align", b'{"source": {"a": 1}, "target": "x"}', ["source"]),
 ])
