@@ -90,7 +90,10 @@ class LanguagePairs:
                 raise ModelNotFound(f"model {model!r} is not served here; served: {', '.join(sorted(self.pair_of))}")
             s, t = self.pair_of[model]
             if source not in ("", AUTO, s) or target not in ("", t):
-                raise InvalidInput(f"model {model!r} translates {s}->{t}, not {source or s}->{target or t}; "
+                # what the request asked, as it asked it ("not es->es" named a pair nobody sent)
+                asked = (f"{source}->{target}" if source not in ("", AUTO) and target else
+                         f"from {source}" if source not in ("", AUTO) else f"into {target}")
+                raise InvalidInput(f"model {model!r} translates {s}->{t}, not {asked}; "
                                    "leave out model or the language pair, or send one that agrees")
             return Route(model, s, t, self._detect([s], texts) if source == AUTO else None)
         if not source and not target:

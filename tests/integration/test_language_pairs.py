@@ -86,7 +86,7 @@ def test_a_model_and_a_pair_must_agree(stub, http):
     assert "model 'tiny-en-es' translates en->es, not es->en" in error.details()
     r = http.post("/v1/translate", json={"sentences": [SHORT], "model": "tiny-en-es", "targetLanguage": "en"})
     assert r.status_code == 400 and r.json()["error"]["code"] == "INVALID_ARGUMENT"
-    assert "model 'tiny-en-es' translates en->es, not en->en" in r.json()["error"]["message"]
+    assert "model 'tiny-en-es' translates en->es, not into en" in r.json()["error"]["message"]
 
 
 @pytest.mark.parametrize("source, target, words", [

@@ -51,7 +51,9 @@ def test_auto_reads_the_words_of_markup_not_its_tags():
     ("", "", "de", InvalidInput, "no model translates into de; served pairs"),
     ("", "auto", "de", InvalidInput, "no model translates into de; served pairs"),
     ("", "", "es", InvalidInput, "es is translated from en, pt: set source_language"),
-    ("en-es", "es", "", InvalidInput, "model 'en-es' translates en->es, not es->es"),
+    ("en-es", "es", "", InvalidInput, "model 'en-es' translates en->es, not from es;"),
+    ("en-es", "", "en", InvalidInput, "model 'en-es' translates en->es, not into en;"),
+    ("en-es", "es", "en", InvalidInput, "model 'en-es' translates en->es, not es->en;"),
     ("nope", "", "", ModelNotFound, "model 'nope' is not served here"),
 ])
 def test_what_is_refused_names_what_is_served(model, source, target, error, words):
