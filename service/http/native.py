@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import re
 
-import orjson
 from google.protobuf import json_format
 from google.protobuf.descriptor import FieldDescriptor
 from starlette.datastructures import UploadFile
@@ -44,7 +43,7 @@ async def parse_body(request: Request, message_class, front) -> object:
     if not isinstance(values, dict):
         raise body.invalid(f"the body is not {what}: a JSON object is expected, not {type(values).__name__}")
     body.within_depth(values, what)
-    strict_numbers(values, message_class.DESCRIPTOR)
+    strict_fields(values, message_class.DESCRIPTOR)
     try:
         return json_format.ParseDict(values, message_class())
     except json_format.ParseError as e:         # its message quotes the value it read, whole
@@ -61,7 +60,7 @@ _INTEGER_TEXT = re.compile(r"-?[0-9]+")
 _FLOAT_TEXT = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|NaN|-?Infinity")
 
 
-def strict_numbers(values: dict, descriptor, path: str = "") -> None:
+def strict_fields(values: dict, descriptor, path: str = "") -> None:
     """What json_format takes and the proto3 JSON mapping does not: `true` for a number or an
     enum (Python's bool is an int), `2.5` for an integer or an enum (truncated), a number written
     as a string Python reads and the mapping does not (`"1_0"`, read as 10, `"٣"`), an array for
@@ -87,7 +86,7 @@ def strict_numbers(values: dict, descriptor, path: str = "") -> None:
                 raise body.invalid(f"{name} must be a number, not {quoted(item)}")
             if isinstance(item, dict) and field.message_type is not None and \
                     not field.message_type.GetOptions().map_entry:
-                strict_numbers(item, field.message_type, name + ".")
+                strict_fields(item, field.message_type, name + ".")
 
 
 def routes(front) -> list[Route]:
@@ -105,10 +104,9 @@ def routes(front) -> list[Route]:
             if refuse_when_full:
                 front.refuse_if_full(message)
             reply = await front.call(method_name, message, request, answer)
-            if reply.ByteSize() <= JSON_ON_LOOP_BYTES:
+            def respond() -> Response:
                 return JSONResponse(message_json(reply))
-            text = await asyncio.to_thread(lambda: orjson.dumps(message_json(reply)))
-            return Response(text, media_type=JSONResponse.media_type)
+            return respond() if reply.ByteSize() <= JSON_ON_LOOP_BYTES else await asyncio.to_thread(respond)
         return endpoint
 
     async def healthz(request: Request) -> Response:
