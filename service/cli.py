@@ -11,22 +11,31 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from attnmt.service.errors import ModelLoadError
+from attnmt.service.errors import InvalidInput, ModelLoadError
 from attnmt.service.inference.search import SearchOptions
 from attnmt.service.modeldir.links import format_pharaoh as pharaoh
 
 ALIGNMENTS = ("none", "soft", "words", "hard")
 
 
+def _at_least_one(value: str) -> int:
+    """An argparse type: a whole number of at least 1 (`--beam 0` would otherwise decode nothing)."""
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {number}")
+    return number
+
+
 def _search_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--beam", type=int, help="beam size (1: greedy, the fast mode; default: the default_beam_size "
-                                            "setting, 5 unless ATTNMT_DEFAULT_BEAM_SIZE or the settings file says "
-                                            "otherwise; through --server, the server's)")
-    p.add_argument("--n-best", type=int, default=1)
+    p.add_argument("--beam", type=_at_least_one,
+                   help="beam size (1: greedy, the fast mode; default: the default_beam_size setting, 5 unless "
+                        "ATTNMT_DEFAULT_BEAM_SIZE or the settings file says otherwise; through --server, the server's)")
+    p.add_argument("--n-best", type=_at_least_one, default=1)
     p.add_argument("--early-exit", action="store_true",
                    help="stop a beam when its best candidate ends (OpenNMT-py's rule), not once "
                         "beam-size hypotheses have finished (Marian's, the default)")
@@ -115,10 +124,44 @@ def print_heatmap(hyp, out=sys.stdout) -> None:
 
 
 def _read_inputs(args: argparse.Namespace) -> list[str]:
+    """The sentences: the arguments, or else the input's lines (stdin or --input)."""
     if args.text:
-        return args.text
-    stream = sys.stdin if args.input in (None, "-") else open(args.input, encoding="utf-8")
-    return [line.rstrip("\n") for line in stream]
+        return _arguments(args.text)
+    lines = _input_text(args).split("\n")
+    return lines[:-1] if lines[-1] == "" else lines
+
+
+def _arguments(texts: list[str]) -> list[str]:
+    """The command line's sentences; an argument that is not UTF-8 (the shell passed bytes of
+    another encoding, which Python keeps as surrogates) is refused by its number."""
+    for i, text in enumerate(texts, 1):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise SystemExit(f"attnmt translate: argument {i} is not UTF-8 text") from None
+    return texts
+
+
+def _input_text(args: argparse.Namespace) -> str:
+    """The input (stdin or --input) as text with `\\n` line ends (as Python's text mode reads
+    \\r\\n and \\r), a leading byte-order mark dropped. Input that is not UTF-8 is refused
+    naming the line and column of its first bad byte, rather than translated into garbage or
+    failing deep in the tokenizer."""
+    if args.input in (None, "-"):
+        data = sys.stdin.buffer.read()
+    else:
+        try:
+            data = Path(args.input).read_bytes()
+        except OSError as e:
+            raise SystemExit(f"attnmt translate: --input {args.input}: {e.strerror}") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        column = e.start - data.rfind(b"\n", 0, e.start)
+        raise SystemExit(f"attnmt translate: line {line} of the input is not UTF-8 (byte 0x{data[e.start]:02x} "
+                         f"at column {column}); convert it first, e.g. with iconv -f latin1 -t utf-8") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def _client(args: argparse.Namespace):
@@ -157,11 +200,7 @@ def document_json(document, threshold: float | None) -> dict:
 def cmd_translate_documents(args: argparse.Namespace) -> int:
     """--html / --split-sentences: each argument, or else the whole input, is one document,
     written back whole (its line breaks kept)."""
-    if args.text:
-        entries = args.text
-    else:
-        stream = sys.stdin if args.input in (None, "-") else open(args.input, encoding="utf-8")
-        entries = [stream.read()]
+    entries = _arguments(args.text) if args.text else [_input_text(args)]
     options = _options(args)
     if args.server:
         with _client(args) as client:
@@ -187,7 +226,6 @@ def cmd_translate_file(args: argparse.Namespace) -> int:
     """--file: the file read by its format (service/text/files/), its texts translated as
     documents (offline, or through --server in calls the server takes), written back into
     its own structure; a progress line on a terminal."""
-    from attnmt.service.errors import InvalidInput
     from attnmt.service.server.settings import Settings
     from attnmt.service.text import files
     if args.text or args.input or args.html or args.split_sentences:
@@ -239,6 +277,32 @@ def cmd_translate_file(args: argparse.Namespace) -> int:
     return 0
 
 
+def _at_line(error, args: argparse.Namespace) -> str:
+    """A server's refusal, its `sentences[i]` told as the input's line or argument too (the client
+    sends a long input in several calls, each counting from 0)."""
+    details = error.details() or ""
+    named = re.search(r"\bsentences\[(\d+)\]", details)
+    if named is None:
+        return details
+    number = getattr(error, "first_sentence", 0) + int(named[1]) + 1
+    return f"{'argument' if args.text else 'line'} {number}: {details}"
+
+
+_LONG_HINT = "; translate long text as documents (--split-sentences), which splits it into sentences"
+
+
+def _refused(args: argparse.Namespace, start: int, chunk: list[str], translator, options: SearchOptions) -> str:
+    """Which sentence of `chunk` (starting at `start` of the input) the translator refuses: `line N`
+    of the input or `argument N`. Found again sentence by sentence, only once a batch failed."""
+    for i, text in enumerate(chunk):
+        try:
+            if not translator.copies(text):
+                translator.search(text, options)
+        except InvalidInput:
+            return f"{'argument' if args.text else 'line'} {start + i + 1}"
+    return "the input"
+
+
 def cmd_translate(args: argparse.Namespace) -> int:
     if args.file:
         return cmd_translate_file(args)
@@ -249,13 +313,17 @@ def cmd_translate(args: argparse.Namespace) -> int:
     to_terminal = args.output in (None, "-") and sys.stdout.isatty()
     picture = bool(args.plot) or (to_terminal and len(texts) == 1 and not args.json)
     if args.server:
+        import grpc
         with _client(args) as client:
             # The heatmap, --plot and --json need α even when no alignment is printed.
             wanted = "soft" if (picture or args.json) and args.alignment == "none" else args.alignment
-            translations = client.translate(texts, options, alignment=wanted, threshold=args.threshold,
-                                            replace_unk=args.replace_unk, keep_names=args.keep_names,
-                                            model=args.model_name,
-                                            glossary=_glossary_file(args), glossary_name=args.glossary_name)
+            try:
+                translations = client.translate(texts, options, alignment=wanted, threshold=args.threshold,
+                                                replace_unk=args.replace_unk, keep_names=args.keep_names,
+                                                model=args.model_name,
+                                                glossary=_glossary_file(args), glossary_name=args.glossary_name)
+            except grpc.RpcError as e:
+                raise SystemExit(f"attnmt translate: {e.code().name}: {_at_line(e, args)}") from None
     else:
         if args.glossary_name:
             raise SystemExit("attnmt translate: --glossary-name names a glossary stored on a server (--server); "
@@ -269,8 +337,13 @@ def cmd_translate(args: argparse.Namespace) -> int:
         batch = 4096        # decode_all sorts each chunk by length: big chunks keep batches full
         progress = sys.stderr.isatty() and len(texts) > batch
         for start in range(0, len(texts), batch):
-            translations += translator.translate(texts[start:start + batch], options, replace_unk=args.replace_unk,
-                                                 glossary=glossary, keep_names=args.keep_names)
+            chunk = texts[start:start + batch]
+            try:
+                translations += translator.translate(chunk, options, replace_unk=args.replace_unk,
+                                                     glossary=glossary, keep_names=args.keep_names)
+            except InvalidInput as e:
+                raise SystemExit(f"attnmt translate: {_refused(args, start, chunk, translator, options)}: {e}"
+                                 + _LONG_HINT * ("tokens" in str(e))) from None
             if progress:
                 print(f"\r{len(translations)}/{len(texts)} sentences", end="", file=sys.stderr, flush=True)
         if progress:
@@ -287,7 +360,10 @@ def cmd_translate(args: argparse.Namespace) -> int:
         print_heatmap(translations[0].best)
     if args.plot and translations:
         from attnmt.service.plotting import plot_alignment
-        plot_alignment(translations[0].best, Path(args.plot), title=translations[0].source[:80])
+        try:
+            plot_alignment(translations[0].best, Path(args.plot), title=translations[0].source[:80])
+        except ValueError as e:         # matplotlib's: the file's extension names no image format it writes
+            raise SystemExit(f"attnmt translate: --plot {args.plot}: {e}") from None
     return 0
 
 
@@ -360,8 +436,13 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args) or 0
     except KeyboardInterrupt:
         return 130
-    except ModelLoadError as e:     # a model directory or device that cannot load: its message, not a traceback
+    except (ModelLoadError, InvalidInput) as e:     # a model that cannot load, options out of range: the message
         print(f"attnmt {args.command}: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:            # a file named on the command line (--output, --plot, --file) that cannot be used
+        if e.filename is None:
+            raise
+        print(f"attnmt {args.command}: {e.filename}: {e.strerror}", file=sys.stderr)
         return 1
     except Exception as e:          # a server's refusal (grpc.RpcError; grpc is imported only with --server)
         code = getattr(e, "code", None)

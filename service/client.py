@@ -142,13 +142,22 @@ class Client:
         self.calls_in_flight = calls_in_flight
 
     def _in_calls(self, texts: list[str], call: Callable[[list[str]], list]) -> list:
-        """`call` on chunks of at most `sentences_per_call` texts, answers in the texts' order."""
-        chunks = [texts[i:i + self.sentences_per_call] for i in range(0, len(texts), self.sentences_per_call)]
-        if len(chunks) <= 1:
+        """`call` on chunks of at most `sentences_per_call` texts, answers in the texts' order.
+        A refusal of a later chunk carries `first_sentence`, the index in `texts` that its
+        `sentences[0]` is."""
+        starts = range(0, len(texts), self.sentences_per_call)
+        if len(starts) <= 1:
             return call(texts)
         from concurrent.futures import ThreadPoolExecutor
-        with ThreadPoolExecutor(min(self.calls_in_flight, len(chunks))) as pool:
-            return [answer for answers in pool.map(call, chunks) for answer in answers]
+
+        def call_from(start: int) -> list:
+            try:
+                return call(texts[start:start + self.sentences_per_call])
+            except grpc.RpcError as error:
+                error.first_sentence = start
+                raise
+        with ThreadPoolExecutor(min(self.calls_in_flight, len(starts))) as pool:
+            return [answer for answers in pool.map(call_from, starts) for answer in answers]
 
     def _call(self, method: Callable[..., T], request) -> T:
         """One unary call, retried after RESOURCE_EXHAUSTED (as long as RetryInfo says) or

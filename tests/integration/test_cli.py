@@ -1,6 +1,7 @@
-"""`attnmt translate --server`: the CLI as a user runs it against a real server, printing
+"""`attnmt translate`: the CLI as a user runs it against a real server, printing
 translations and alignments, drawing the heatmap on a terminal, and leaving the beam to the
-server unless told."""
+server unless told; and what it refuses (input that is not UTF-8, a sentence too long for the
+model, bad arguments and files), each in one line naming the line, argument or file."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import os
 import pty
 import subprocess
 import sys
+
+import pytest
 
 from conftest import SHORT, RunningServer
 
@@ -87,3 +90,75 @@ def test_more_lines_than_one_call_may_carry_go_as_several_calls_in_order(tiny_mo
         assert done.returncode == 0, done.stderr
         out = done.stdout
         assert out.splitlines() == alone * 20
+        # a refusal in the second call names the input's line, not the call's sentences[i]
+        many.write_text("\n".join(sentences * 5)[:-1] + "kasa" * 600 + "\n", encoding="utf-8")
+        refused = subprocess.run(cli, capture_output=True, text=True)
+        assert refused.returncode == 1 and refused.stdout == ""
+        assert refused.stderr.startswith("attnmt translate: INVALID_ARGUMENT: line 80: sentences[15] has"), \
+            refused.stderr
+
+
+# --- what the CLI refuses, and how -----------------------------------------------
+
+def translate_offline(model, *flags: str, stdin: bytes | None = None, monkeypatch=None) -> int:
+    """`attnmt translate --model MODEL FLAGS` in this process, stdin holding `stdin`."""
+    import io
+
+    from attnmt.service.cli import main
+    if stdin is not None:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8"))
+    return main(["translate", "--model", str(model), "--beam", "1", *flags])
+
+
+def refusal(call) -> str:
+    """The message of the SystemExit that `call()` ends with; the test fails if it returns."""
+    with pytest.raises(SystemExit) as ended:
+        call()
+    assert isinstance(ended.value.code, str), ended.value.code
+    return ended.value.code
+
+
+def test_input_that_is_not_utf8_is_refused_naming_its_line(tiny_model, tmp_path, monkeypatch, capsys):
+    latin1 = "peru vidas kasa .\r\nsola vidas luna .\r\nmañana vidas gato .\n".encode("latin-1")
+    for flags, stdin in (((), latin1), (("--input", str(tmp_path / "in.txt")), None),
+                         (("--split-sentences",), latin1)):
+        (tmp_path / "in.txt").write_bytes(latin1)
+        message = refusal(lambda: translate_offline(tiny_model, *flags, stdin=stdin, monkeypatch=monkeypatch))  # noqa: B023
+        assert "line 3 of the input is not UTF-8 (byte 0xf1 at column 3)" in message, flags
+    assert capsys.readouterr().out == ""
+    # the first two lines alone, after a byte-order mark: \r\n read as a line end, the mark dropped
+    assert translate_offline(tiny_model, "peru vidas kasa .", "sola vidas luna .") == 0
+    as_arguments = capsys.readouterr().out
+    assert translate_offline(tiny_model, stdin=b"\xef\xbb\xbf" + latin1[:38], monkeypatch=monkeypatch) == 0
+    assert capsys.readouterr().out == as_arguments and len(as_arguments.splitlines()) == 2
+
+
+def test_a_sentence_the_model_cannot_take_is_named_by_its_line_or_argument(tiny_transformer, monkeypatch, capsys):
+    """The tiny Transformer has 64 positions: a line of 100 words is refused by its number, with
+    what to do instead, and nothing is printed; so is an argument."""
+    long = " ".join(["kasa"] * 100)
+    lines = f"peru vidas kasa .\n{long}\nsola vidas luna .\n".encode()
+    message = refusal(lambda: translate_offline(tiny_transformer, stdin=lines, monkeypatch=monkeypatch))
+    assert message.startswith("attnmt translate: line 2: source has") and "64 positions" in message
+    assert "--split-sentences" in message
+    assert refusal(lambda: translate_offline(tiny_transformer, "peru vidas kasa .", long)).startswith(
+        "attnmt translate: argument 2: source has")
+    assert capsys.readouterr().out == ""
+
+
+def test_bad_arguments_and_files_are_one_line_each(tiny_model, tmp_path, capsys):
+    from attnmt.service.cli import main
+    with pytest.raises(SystemExit) as usage:
+        main(["translate", "--model", str(tiny_model), "--beam", "0", SHORT])
+    assert usage.value.code == 2 and "argument --beam: must be at least 1, not 0" in capsys.readouterr().err
+    missing = tmp_path / "missing" / "x.txt"
+    assert refusal(lambda: main(["translate", "--model", str(tiny_model), "--input", str(missing)])) == \
+        f"attnmt translate: --input {missing}: No such file or directory"
+    for flag, path in (("--output", missing), ("--plot", missing.with_suffix(".png"))):
+        assert main(["translate", "--model", str(tiny_model), "--beam", "1", flag, str(path), SHORT]) == 1
+        assert capsys.readouterr().err == f"attnmt translate: {path}: No such file or directory\n"
+    assert refusal(lambda: main(["translate", "--model", str(tiny_model), "--beam", "1", "--plot",
+                                 str(tmp_path / "a.txt"), SHORT])).startswith(
+        f"attnmt translate: --plot {tmp_path / 'a.txt'}: Format 'txt' is not supported")
+    assert main(["translate", "--model", str(tiny_model), "--beam", "100", SHORT]) == 1
+    assert "beam_size must be between 1 and 64" in capsys.readouterr().err
