@@ -439,10 +439,10 @@ def main(argv: list[str] | None = None) -> int:
     except (ModelLoadError, InvalidInput) as e:     # a model that cannot load, options out of range: the message
         print(f"attnmt {args.command}: {e}", file=sys.stderr)
         return 1
-    except OSError as e:            # a file named on the command line (--output, --plot, --file) that cannot be used
-        if e.filename is None:
+    except OSError as e:            # a file named on the command line (--output, --plot, --data) that cannot be used
+        if e.filename is None and not isinstance(e, FileNotFoundError):
             raise
-        print(f"attnmt {args.command}: {e.filename}: {e.strerror}", file=sys.stderr)
+        print(f"attnmt {args.command}: " + (f"{e.filename}: {e.strerror}" if e.filename else str(e)), file=sys.stderr)
         return 1
     except Exception as e:          # a server's refusal (grpc.RpcError; grpc is imported only with --server)
         code = getattr(e, "code", None)
