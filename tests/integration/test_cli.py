@@ -162,6 +162,7 @@ def test_bad_arguments_and_files_are_one_line_each(tiny_model, tmp_path, capsys)
         f"attnmt translate: --plot {tmp_path / 'a.txt'}: Format 'txt' is not supported")
     assert main(["translate", "--model", str(tiny_model), "--beam", "100", SHORT]) == 1
     assert "beam_size must be between 1 and 64" in capsys.readouterr().err
-    assert main(["evaluate", "--model", str(tiny_model), "--data", str(missing.parent)]) == 1     # the other commands too
+    # the other commands too
+    assert main(["evaluate", "--model", str(tiny_model), "--data", str(missing.parent)]) == 1
     assert capsys.readouterr().err == f"attnmt evaluate: no test data in {missing.parent}: expected test.tsv or " \
         "test.xx + test.en\n"
