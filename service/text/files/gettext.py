@@ -14,15 +14,20 @@ is left untranslated and counted (`FileDocument.untranslated`). The header names
 
 polib reads a string's escapes only in part (\\ \" \n \t \r \v \b \f) and takes an unterminated
 string's last character for its quote, so the strings are read here first, as GNU gettext's
-po-lex.c reads them (\a, octal \ooo and hex \xhh too): a msgid is the program's lookup key, and
-one read otherwise would be written back changed. A string polib would read otherwise reaches
-polib written in the escapes it knows; what gettext refuses (a string with no closing quote, an
-escape it does not know, msgstr[n] without msgid_plural or msgstr with it) is refused, naming
-the line. Control characters in the strings written are escaped (polib writes them raw).
+po-lex.c reads them (\a, octal \ooo and hex \xhh too, and a backslash ending a line, which joins
+it to the next): a msgid is the program's lookup key, and one read otherwise would be written back
+changed. A string polib would read otherwise reaches polib written in the escapes it knows, on
+one line; what gettext refuses (a string with no closing quote, an escape it does not know,
+msgstr[n] without msgid_plural or msgstr with it) is refused, naming the line. polib takes the
+one character after `msgstr[` for the index (msgstr[10] and msgstr[11] overwrite msgstr[1]), so
+the forms from msgstr[10] on reach it inside the form before them and are put back in their place
+(a catalog may have more than 10 forms: nplurals is any number). Control characters in the
+strings written are escaped (polib writes them raw).
 """
 
 from __future__ import annotations
 
+import bisect
 import codecs
 import itertools
 import re
@@ -61,6 +66,9 @@ _LITERAL = re.compile(r'"((?:[^"\\]|\\.)*)"[ \t\r\f\v]*')
 # digits or of \x and any hex digits (its low 8 bits); anything else after a backslash is refused
 _ESCAPE = re.compile(r"\\(?:([abfnrtv\\\"])|([0-7]{1,3})|x([0-9A-Fa-f]+)|(.))")
 _CHAR_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "\\": "\\", '"': '"'}
+# what marks, in a string polib reads, a plural form folded into the one before it: EOT, which no
+# string read here holds (gettext refuses it), then the form's index, EOT and its text
+_FOLD = "\x04"
 # what str.splitlines (so polib) breaks a line at and polib has no escape for
 _BREAKS = re.compile("[\x1c\x1d\x1e\x85\u2028\u2029]")
 # in what polib writes: a string line, and the control characters it leaves raw in one
@@ -138,48 +146,95 @@ def _translated(entry: polib.POEntry) -> bool:
 
 
 @dataclass
+class _Line:
+    """A line as gettext's lexer reads it: one of the catalog's, or, where a line holding strings
+    ends in a backslash, that line and the next joined (po-lex.c's lex_getc drops a backslash and
+    the newline after it wherever they are, in a string or an escape too: `msgid "Hola \\` on one
+    line and `mundo"` on the next is msgid "Hola mundo")."""
+    first: int                      # its first line's index in the catalog
+    text: str                       # without the backslashes and newlines dropped, nor its line break
+    end: str                        # its line break (str.splitlines', as polib reads it)
+    joins: list[int] = field(default_factory=list)     # where in `text` each line after the first starts
+    spliced: bool = False           # whether a backslash and newline were dropped (polib keeps them)
+
+    @property
+    def indices(self) -> range:
+        return range(self.first, self.first + len(self.joins) + 1)
+
+    def number(self, at: int) -> int:
+        """The number of the catalog's line that `text[at]` is on."""
+        return self.first + 1 + bisect.bisect_right(self.joins, at)
+
+
+def _lines(lines: list[str]) -> list[_Line]:
+    """The catalog's lines (split, ends kept) as gettext reads them; those holding no string are
+    left as they are, comments among them (gettext would join a comment to the next line too)."""
+    read: list[_Line] = []
+    i = 0
+    while i < len(lines):
+        body = lines[i].splitlines()[0]
+        line = _Line(i, body, lines[i][len(body):])
+        if _STRING_LINE.match(body):
+            while line.end == "\n" and line.text.endswith("\\"):
+                line.text, line.spliced = line.text[:-1], True
+                i += 1
+                if i == len(lines):
+                    line.end = ""   # the catalog's end
+                    break
+                body = lines[i].splitlines()[0]
+                line.joins.append(len(line.text))
+                line.text, line.end = line.text + body, lines[i][len(body):]
+        read.append(line)
+        i += 1
+    return read
+
+
+@dataclass
 class _Field:
     """A keyword's strings (msgid "a" "b" and the lines continuing it) as read."""
     lines: list[int]                # its lines' indices, the keyword's first
     head: str                       # the keyword's line up to its first quote, as read
+    keyword: str                    # msgid, msgstr[2]...
     pieces: list[str | bytes] = field(default_factory=list)    # text, and bytes from \ooo and \xhh
     polib_reads: str = ""           # what polib makes of it
-    one_per_line: bool = True       # one string on each line (polib reads no other)
+    one_per_line: bool = True       # one string on each line, no line joined (polib reads no other)
+    folded: int | None = None       # msgstr[n] whose n polib misreads (msgstr[10] as msgstr[1]): n
 
 
-def _literals(line: str, at: int, number: int, end: str) -> list[str]:
-    """The contents of the strings `line` holds from its quote at `at` to its end, escapes as
-    read; `end`: what ended the line (splitlines, as polib reads it)."""
+def _literals(line: _Line, at: int) -> list[re.Match]:
+    """The strings `line` holds from its quote at `at` to its end (group 1: the content, escapes
+    as written)."""
     found = []
-    while at < len(line):
-        literal = _LITERAL.match(line, at)
+    while at < len(line.text):
+        literal = _LITERAL.match(line.text, at)
         if literal is None:
             what = "text after a string"
-            if line[at] == '"':
-                what = ("a string with no closing quote" if end in ("", "\n", "\r\n", "\r") else
-                        f"a string cut by {end!r}, a line break to the catalog reader (polib)")
-            raise InvalidInput(f"{_NOT_PO}: line {number} holds {what}: {line[:80]!r}")
-        found.append(literal.group(1))
+            if line.text[at] == '"':
+                what = ("a string with no closing quote" if line.end in ("", "\n", "\r\n", "\r") else
+                        f"a string cut by {line.end!r}, a line break to the catalog reader (polib)")
+                at = len(line.text)     # the line it is cut on
+            raise InvalidInput(f"{_NOT_PO}: line {line.number(at)} holds {what}: {line.text[:80]!r}")
+        found.append(literal)
         at = literal.end()
     return found
 
 
-def _pieces(raw: str, number: int) -> list[str | bytes]:
+def _pieces(line: _Line, literal: re.Match) -> list[str | bytes]:
     """A string's content as gettext reads it: text, and the bytes of its octal and hex escapes."""
     pieces: list[str | bytes] = []
-    at = 0
-    for escape in _ESCAPE.finditer(raw):
-        pieces.append(raw[at:escape.start()])
+    at = literal.start(1)
+    for escape in _ESCAPE.finditer(line.text, at, literal.end(1)):
+        pieces.append(line.text[at:escape.start()])
         char, octal, hexadecimal, unknown = escape.groups()
         if unknown is not None:
-            raise InvalidInput(f"{_NOT_PO}: line {number} holds the escape {escape.group(0)!r}, which gettext "
-                               f"does not know")
+            raise InvalidInput(f"{_NOT_PO}: line {line.number(escape.start())} holds the escape "
+                               f"{escape.group(0)!r}, which gettext does not know")
         if char is not None:
             pieces.append(_CHAR_ESCAPES[char])
         else:
             pieces.append(bytes([int(octal or hexadecimal, 8 if octal else 16) & 0xFF]))
         at = escape.end()
-    pieces.append(raw[at:])
+    pieces.append(line.text[at:literal.end(1)])
     return [p for p in pieces if p]
 
 
@@ -211,43 +266,64 @@ def _as_polib_reads(text: str, charset: str) -> str:
     fields: list[_Field] = []
     current: _Field | None = None
     plural: bool | None = None      # whether the entry read has a msgid_plural (None: no msgid yet)
-    for i, line in enumerate(lines):
-        body = line.splitlines()[0]
-        found = _STRING_LINE.match(body)
+    for line in _lines(lines):
+        found = _STRING_LINE.match(line.text)
         if found is None:
-            if body.strip():
+            if line.text.strip():
                 current = None      # a comment or a keyword polib refuses: no string continues past it
             continue
         head, previous, keyword = found.groups()
-        raws = _literals(body, found.end() - 1, i + 1, line[len(body):])
+        literals = _literals(line, found.end() - 1)
         if keyword:
+            number = line.first + 1
+            # polib reads msgstr[n]'s first digit alone (int(keyword[7])): that form is folded into the one before
+            form = int(keyword[7:-1]) if keyword.startswith("msgstr[") and not previous else None
+            folded = form if form is not None and form != int(keyword[7]) else None
             if not previous:
                 if keyword == "msgid":
                     plural = False
                 elif keyword == "msgid_plural":
                     plural = True
                 elif keyword.startswith("msgstr[") and plural is False:
-                    raise InvalidInput(f"{_NOT_PO}: line {i + 1} holds {keyword} in an entry without msgid_plural")
+                    raise InvalidInput(f"{_NOT_PO}: line {number} holds {keyword} in an entry without msgid_plural")
                 elif keyword == "msgstr" and plural:
-                    raise InvalidInput(f"{_NOT_PO}: line {i + 1} holds msgstr in an entry with msgid_plural, "
+                    raise InvalidInput(f"{_NOT_PO}: line {number} holds msgstr in an entry with msgid_plural, "
                                        f"where msgstr[0], msgstr[1]... belong")
-            current = _Field([], head)
+            if folded is not None and not (current and current.keyword.startswith("msgstr[")):
+                raise InvalidInput(f"{_NOT_PO}: line {number} holds {keyword} not after the entry's other forms "
+                                   f"(msgstr[0], msgstr[1]...)")
+            current = _Field([], head, keyword, folded=folded)
             fields.append(current)
         elif current is None:
             continue                # a string continuing nothing: polib refuses it
-        current.lines.append(i)
-        current.one_per_line &= len(raws) == 1
-        current.polib_reads += "".join(polib.unescape(raw) for raw in raws)
-        current.pieces += [p for raw in raws for p in _pieces(raw, i + 1)]
+        current.lines += line.indices
+        current.one_per_line &= len(literals) == 1 and not line.spliced
+        current.polib_reads += "".join(polib.unescape(literal.group(1)) for literal in literals)
+        current.pieces += [p for literal in literals for p in _pieces(line, literal)]
     out = [line.splitlines()[0] for line in lines]
     for f in fields:
         value = _value(f, charset)
-        if f.one_per_line and f.polib_reads == value:
+        if f.folded is not None:
+            # a string continuing the form before (polib appends it there), which _unfold takes out
+            prefix = f.head[:f.head.index(f.keyword)]
+            out[f.lines[0]] = f'{prefix}"{_FOLD}{f.folded}{_FOLD}{polib.escape(value)}"'
+        elif f.one_per_line and f.polib_reads == value:
             continue
-        out[f.lines[0]] = f'{f.head}"{polib.escape(value)}"'
+        else:
+            out[f.lines[0]] = f'{f.head}"{polib.escape(value)}"'
         for i in f.lines[1:]:
             out[i] = ""
     return "\n".join(out)
+
+
+def _unfold(po: polib.POFile) -> None:
+    """The plural forms `_as_polib_reads` folded into the form before them, each put in its place."""
+    for entry in po:
+        for index, text in list(entry.msgstr_plural.items()):
+            text, *folded = text.split(_FOLD)
+            entry.msgstr_plural[index] = text
+            for form, form_text in zip(folded[::2], folded[1::2]):
+                entry.msgstr_plural[int(form)] = form_text
 
 
 def _escape_controls(po: str) -> str:
@@ -288,4 +364,5 @@ def read(data: bytes, limits: Limits) -> Catalog:
         po = polib.pofile(text, encoding="utf-8")
     except (OSError, ValueError) as e:
         raise InvalidInput(f"{_NOT_PO}: {e}") from None
+    _unfold(po)
     return Catalog(po, "po")
