@@ -179,7 +179,7 @@ class Core:
                     convert.translation_pb(translation, kind, threshold, response.translations.add())
 
             work = sum(map(len, request.sentences)) * options.n_best
-            await (_off_loop if work > ANSWER_ON_LOOP_CHARS else _on_loop)(answer, deadline)
+            await (off_loop if work > ANSWER_ON_LOOP_CHARS else _on_loop)(answer, deadline)
         if response.ByteSize() > self.settings.max_message_bytes:
             raise ResponseTooLarge(f"the response is {response.ByteSize()} bytes, over max_message_bytes "
                                    f"({self.settings.max_message_bytes}); ask for fewer sentences, a smaller "
@@ -263,7 +263,7 @@ class Core:
             return readings, sentences, searches
 
         # documents off the loop (their work grows with the markup), plain sentences on it
-        run = _off_loop if html or split else _on_loop
+        run = off_loop if html or split else _on_loop
         readings, sentences, searches = await run(read, deadline)
         searches = await self._run(served, searches, deadline, client, priority)
 
@@ -352,7 +352,7 @@ class Core:
         return done
 
 
-async def _off_loop(work: Callable[[Callable[[], None]], T], deadline: float | None) -> T:
+async def off_loop(work: Callable[[Callable[[], None]], T], deadline: float | None) -> T:
     """`work(check)` on a worker thread, so that the event loop goes on answering other
     calls (health checks among them) while it reads or writes a document. `check`
     raises DeadlineExceeded once the deadline has passed or the call has ended; `work`

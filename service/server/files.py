@@ -7,7 +7,9 @@ max_sentences_per_request entries and `job_sentences` sentences, one job at a ti
 never holds more of a model's queue than one job, and interactive calls are admitted before
 its sentences anyway (admission.py). A job refused because the queue is full waits the
 retry delay and tries again, within the file's deadline (capped at max_deadline_seconds
-from the start, for the whole file).
+from the start, for the whole file). Reading the file, counting its sentences and writing it
+back take seconds for a large one: each runs off the event loop and ends at that deadline
+(core.off_loop), the readers and writers checking it between their steps.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 
 from attnmt.service.errors import AttnmtError, DeadlineExceeded, Overloaded
 from attnmt.service.server.admission import BULK
+from attnmt.service.server.core import off_loop
 from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.text import documents, files
 
@@ -67,16 +70,20 @@ async def translate_file(core, name: str, data: bytes, *, model: str = "", sourc
     deadline = core.capped(deadline)
     limits = s.file_limits()
     try:
-        document = await asyncio.to_thread(files.read, name, data, limits)      # polib on a large catalog: ms
+        document = await off_loop(lambda check: files.read(name, data, limits, check), deadline)
         served, route = core.resolve(model, len(document.texts), source, target, document.texts[:DETECT_ON])
         translator = served.translator
         language = translator.engine.manifest.source_language
 
-        def count() -> list[int]:       # each entry's sentences, as the core will split it (its limits too)
-            return [len(documents.read(text, document.html, True, language, translator.protector is None,
-                                       s.max_document_chars, s.max_document_sentences, text_field(i)).spans)
-                    for i, text in enumerate(document.texts)]
-        counts = await asyncio.to_thread(count)
+        def count(check) -> list[int]:     # each entry's sentences, as the core will split it (its limits too)
+            sentences = []
+            for i, text in enumerate(document.texts):
+                check()
+                sentences.append(len(documents.read(text, document.html, True, language,
+                                                    translator.protector is None, s.max_document_chars,
+                                                    s.max_document_sentences, text_field(i), check).spans))
+            return sentences
+        counts = await off_loop(count, deadline)
     except AttnmtError as e:
         core.rejected(e)
         raise
@@ -93,7 +100,7 @@ async def translate_file(core, name: str, data: bytes, *, model: str = "", sourc
         if progress is not None:
             progress(len(translations), len(document.texts))
     pattern = translator.sentinels.pattern if translator.sentinels is not None else None
-    out = await asyncio.to_thread(document.write, translations, route.target, pattern)
+    out = await off_loop(lambda check: document.write(translations, route.target, pattern, check), deadline)
     return TranslatedFile(files.translated_name(name, route.target), document.media_type, out, route.model,
                           route.source, route.target, len(document.texts), document.untranslated)
 

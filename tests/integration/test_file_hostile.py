@@ -3,16 +3,23 @@ expansion ("billion laughs"), an external entity, XML nested past the parser's d
 packages, a wrong extension, no bytes, too many bytes, bytes that are not text. Each goes to the
 native `POST /v1/translate_file` and to LibreTranslate's `/translate_file`; each is refused with
 a deliberate 4xx whose JSON names the problem (no traceback), and the server translates the next
-request as if nothing happened."""
+request as if nothing happened. A page of the largest size sent with a short deadline ends at
+that deadline (504, DEADLINE_EXCEEDED), its reading stopped with it."""
 
 from __future__ import annotations
 
 import io
+import os
+import time
 import zipfile
+from pathlib import Path
 
+import grpc
 import httpx
 import pytest
 
+from attnmt.service.stubs import translator_pb2 as pb
+from attnmt.service.stubs import translator_pb2_grpc as pb_grpc
 from conftest import SHORT, RunningServer
 from integration.test_file_translation import send
 
@@ -163,3 +170,83 @@ def test_the_server_outlived_them_all(hostile_server):
     assert hostile_server.get("/healthz").json() == {"status": "ok"}
     serves(hostile_server)
     assert not any("Traceback" in line for line in server.log), "".join(server.log)
+
+
+# A page of nearly the largest size (max_html_file_bytes, 1 MiB) of ordinary markup: reading it
+# and counting its sentences took about 6 s of a core (2 cores, 2026-11-29), and a call whose
+# deadline passed meanwhile was answered only then, its thread reading on after a gRPC caller left.
+PARAGRAPH = '<p>Esta es una frase <b>corriente</b> con un <a href="/x">enlace</a>. Y otra frase más.</p>\n'
+PAGE = ("<!DOCTYPE html><html><head><title>Libro</title></head><body>\n"
+        + "".join(f"<section><h2>Capítulo {i}</h2>{PARAGRAPH * 8}</section>\n" for i in range(1300))
+        + "</body></html>\n").encode()
+DEADLINE = 0.5
+LATE = 2.0              # past the deadline an answer may take on a slow, busy machine (0.01 s when idle)
+IDLE = 0.5              # seconds the server's CPU time is watched after the answer
+BUSY = 0.15             # CPU seconds in them that would say a thread still reads (it took ~0.5)
+
+
+@pytest.fixture(scope="module")
+def page_server(paired_models):
+    """A server with the default file limits (max_file_bytes 5 MiB, max_html_file_bytes 1 MiB)."""
+    with RunningServer(paired_models, {"ATTNMT_DEFAULT_BEAM_SIZE": "1"}) as server:
+        yield server
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU time a process has taken so far (user and system), from /proc/PID/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()     # from field 3, the state
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")          # utime, stime
+
+
+def cpu_after(server: RunningServer) -> float:
+    """The server's CPU seconds over IDLE seconds from now: about 0 once nothing runs."""
+    before = cpu_seconds(server.proc.pid)
+    time.sleep(IDLE)
+    return cpu_seconds(server.proc.pid) - before
+
+
+def test_the_page_is_of_the_largest_size():
+    assert 0.95 * 2**20 < len(PAGE) <= 2**20
+
+
+@pytest.mark.parametrize("route", ["native", "libretranslate"])
+def test_a_large_page_past_its_deadline_ends_at_it_and_its_reading_stops(page_server, route):
+    path = "/v1/translate_file" if route == "native" else "/translate_file"
+    with httpx.Client(base_url=page_server.http, timeout=60) as client:
+        before = page_server.metric("http_server_requests_total", route=path, code="504")
+        headers = {"X-Request-Timeout": str(DEADLINE)}
+        start = time.perf_counter()
+        if route == "native":
+            answer = client.post(path, files={"file": ("libro.html", PAGE)}, headers=headers,
+                                 data={"source_language": "es", "target_language": "en"})
+        else:
+            answer = client.post(path, files={"file": ("libro.html", PAGE)}, headers=headers,
+                                 data={"source": "es", "target": "en", "api_key": ""})
+        elapsed = time.perf_counter() - start
+        busy = cpu_after(page_server)
+        assert answer.status_code == 504, answer.text
+        assert message_of(route, answer)
+        if route == "native":
+            assert answer.json()["error"]["code"] == "DEADLINE_EXCEEDED"
+        assert elapsed < DEADLINE + LATE, f"{elapsed:.2f} s"
+        assert busy < BUSY, f"{busy:.2f} CPU seconds in the {IDLE} s after the answer"
+        assert page_server.metric("http_server_requests_total", route=path, code="504") == before + 1
+        serves(client)
+        small = native(client, "pagina.html", b"<p>peru vidas kasa .</p>")
+        assert small.status_code == 200, small.text
+
+
+def test_a_large_page_past_its_deadline_over_grpc_stops_being_read(page_server):
+    labels = {"grpc_method": "TranslateFile", "grpc_code": "DEADLINE_EXCEEDED"}
+    before = page_server.metric("grpc_server_handled_total", **labels)
+    with grpc.insecure_channel(page_server.address) as channel:
+        stub = pb_grpc.TranslatorStub(channel)
+        with pytest.raises(grpc.RpcError) as info:
+            list(stub.TranslateFile(pb.TranslateFileRequest(name="libro.html", data=PAGE, source_language="es",
+                                                            target_language="en"), timeout=DEADLINE))
+        assert info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        busy = cpu_after(page_server)       # the caller gave up at its deadline; the server must too
+        assert busy < BUSY, f"{busy:.2f} CPU seconds in the {IDLE} s after the deadline"
+        assert page_server.metric("grpc_server_handled_total", **labels) == before + 1
+        reply = stub.Translate(pb.TranslateRequest(sentences=[SHORT], model="tiny"), timeout=60)
+        assert reply.translations[0].text

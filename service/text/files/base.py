@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lxml import etree
+
+# Called between the steps of a long read or write; what it raises (DeadlineExceeded once the
+# call's deadline has passed) stops the work.
+Check = Callable[[], None]
+
+
+def go_on() -> None:
+    """The check of work that has no deadline: it never stops it."""
 
 
 @dataclass(frozen=True)
@@ -34,9 +43,11 @@ class FileDocument:
     html: bool = False
     untranslated: int = field(default=0, init=False)
 
-    def write(self, translations: list[str], target: str, placeholders: re.Pattern | None = None) -> bytes:
+    def write(self, translations: list[str], target: str, placeholders: re.Pattern | None = None,
+              check: Check = go_on) -> bytes:
         """The file with `translations[i]` in place of `texts[i]`, for the target language
-        `target`; `placeholders`: the spans a translation must keep (the served model's pattern)."""
+        `target`; `placeholders`: the spans a translation must keep (the served model's pattern);
+        `check`: called between the steps of a long write."""
         raise NotImplementedError
 
 

@@ -41,6 +41,7 @@ import html
 import re
 from dataclasses import dataclass, field
 
+from attnmt.service.text.files.base import Check, go_on
 from attnmt.service.text.markup import VOID
 
 MAX_GAP = 1.0           # seconds from a cue's end to the start of the next one it may join
@@ -110,10 +111,12 @@ def _ellipsis_cut(first: str, then: str) -> bool:
                      and _ELLIPSIS_OPENS.sub("", then).strip(" .…")))
 
 
-def group(cues: list[Timed], max_chars: int, vtt: bool) -> list[Entry]:
-    """The cues as entries, in order: each a cue alone or cues joined into one sentence."""
+def group(cues: list[Timed], max_chars: int, vtt: bool, check: Check = go_on) -> list[Entry]:
+    """The cues as entries, in order: each a cue alone or cues joined into one sentence
+    (`check` called at each cue)."""
     entries: list[Entry] = []
     for i, cue in enumerate(cues):
+        check()
         if entries and len(entries[-1].cues) < MAX_CUES and continues(cues[i - 1], cue):
             joined = encode(cues, range(entries[-1].cues.start, i + 1), vtt)
             if len(joined.markup) <= max_chars:

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import polib
 
 from attnmt.service.errors import InvalidInput
-from attnmt.service.text.files.base import FileDocument, Limits
+from attnmt.service.text.files.base import Check, FileDocument, Limits, go_on
 from attnmt.service.text.files.encoding import decode
 
 # Plural-Forms of the languages served (the 9 the language identifier knows), from CLDR as
@@ -109,11 +109,12 @@ class Catalog(FileDocument):
             texts += sources
         super().__init__(kind, "text/x-gettext-translation; charset=utf-8", texts)
 
-    def write(self, translations, target, placeholders=None) -> bytes:
+    def write(self, translations, target, placeholders=None, check=go_on) -> bytes:
         pattern = placeholders or FORMAT_DIRECTIVES
         rule = PLURAL_FORMS.get(target, DEFAULT_PLURAL_FORMS)
         self.untranslated = 0
         for entry, indices in self.todo:
+            check()
             # a msgid of whitespace alone ("\n") is its own translation
             pairs = [(self.texts[i], translations[i] if self.texts[i].strip() else self.texts[i]) for i in indices]
             if not all((t.strip() or not s.strip()) and same_placeholders(s, t, pattern) and format_valid(entry, s, t)
@@ -258,7 +259,7 @@ def _value(strings: _Field, charset: str) -> str:
     return value
 
 
-def _as_polib_reads(text: str, charset: str) -> str:
+def _as_polib_reads(text: str, charset: str, check: Check = go_on) -> str:
     """`text` with each string gettext reads otherwise than polib rewritten in the escapes polib
     knows (its lines but the first left blank, so that polib's line numbers stay); InvalidInput,
     naming the line, for what gettext refuses."""
@@ -267,6 +268,7 @@ def _as_polib_reads(text: str, charset: str) -> str:
     current: _Field | None = None
     plural: bool | None = None      # whether the entry read has a msgid_plural (None: no msgid yet)
     for line in _lines(lines):
+        check()
         found = _STRING_LINE.match(line.text)
         if found is None:
             if line.text.strip():
@@ -351,7 +353,9 @@ def _charset(data: bytes, declared: str | None) -> str:
         return "utf-8"
 
 
-def read(data: bytes, limits: Limits) -> Catalog:
+def read(data: bytes, limits: Limits, check: Check = go_on) -> Catalog:
+    """The catalog; `check` is called at each line read here and each entry written (polib's own
+    parse and writing, a second or so for a catalog of 5 MB, are not stopped)."""
     declared = _CHARSET.search(data[:4096])
     declared = declared.group(1).decode("ascii") if declared else None
     text = decode(data, declared)
@@ -359,7 +363,7 @@ def read(data: bytes, limits: Limits) -> Catalog:
     # always has line breaks, which no path sent here could hold
     if "\n" not in text.strip():
         raise InvalidInput(f"{_NOT_PO}: it has one line")
-    text = _as_polib_reads(text, _charset(data, declared))
+    text = _as_polib_reads(text, _charset(data, declared), check)
     try:
         po = polib.pofile(text, encoding="utf-8")
     except (OSError, ValueError) as e:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from attnmt.service.errors import InvalidInput
 from attnmt.service.text import html5
-from attnmt.service.text.files.base import FileDocument, Limits
+from attnmt.service.text.files.base import Check, FileDocument, Limits, go_on
 from attnmt.service.text.files.encoding import decode
 from attnmt.service.text.markup import BLOCK, TRANSLATED_ATTRIBUTES, VERBATIM, VOID, untranslatable
 
@@ -57,27 +57,28 @@ class HtmlFile(FileDocument):
         starts = [a for a, _ in cuts] + [len(markup)]
         self.between = [markup[end:start] for end, start in zip(ends, starts)]    # before each text, after the last
 
-    def write(self, translations, target, placeholders=None) -> bytes:
+    def write(self, translations, target, placeholders=None, check=go_on) -> bytes:
         parts = [self.between[0]]
         for translation, after in zip(translations, self.between[1:], strict=True):
             parts += [translation, after]
         return _CHARSET_VALUE.sub(lambda m: m.group(1) + "utf-8", "".join(parts), count=1).encode("utf-8")
 
 
-def read_html(data: bytes, limits: Limits) -> HtmlFile:
+def read_html(data: bytes, limits: Limits, check: Check = go_on) -> HtmlFile:
     """The page in `data`, one entry or cut into entries that fit the limits where its tree
-    allows (InvalidInput only for nesting deeper than html5.MAX_DEPTH)."""
+    allows (InvalidInput only for nesting deeper than html5.MAX_DEPTH). `check` is called
+    between the parser's tokens and the tree's nodes."""
     if len(data) > limits.max_html_bytes:
         raise InvalidInput(f"the HTML file is {len(data)} bytes, over the limit of {limits.max_html_bytes} "
                            "(max_html_file_bytes)")
     declared = _META_CHARSET.search(data[:4096])
     markup = decode(data, declared.group(1).decode("ascii") if declared else None)
-    return HtmlFile(markup, cuts(markup, limits))
+    return HtmlFile(markup, cuts(markup, limits, check))
 
 
-def cuts(markup: str, limits: Limits) -> list[Cut]:
+def cuts(markup: str, limits: Limits, check: Check = go_on) -> list[Cut]:
     """The stretches of `markup` to translate, in order: all of it when it fits one entry."""
-    page = _Page(markup)
+    page = _Page(markup, check)
     whole = [(0, len(markup))]
     if len(markup) <= limits.max_entry_chars and page.sentences(page.root) <= limits.max_entry_sentences:
         return whole
@@ -114,11 +115,12 @@ class _Page:
     """The tree of the page (html5.parse) and its text as the HTML mode reads it: text outside
     untranslated elements, alt and title values, and a break at each block element's edges."""
 
-    def __init__(self, markup: str):
+    def __init__(self, markup: str, check: Check):
         self.pieces: list[str] = []
         self.size = 0
         self.breaks: list[int] = []     # positions of `text`, in order
-        self.root = self._part(html5.parse(markup), untranslated=False)
+        self.check = check              # called at each node, here and by the cutter
+        self.root = self._part(html5.parse(markup, check), untranslated=False)
         self.text = "".join(self.pieces)
 
     def sentences(self, part: _Part | _Unit) -> int:
@@ -133,6 +135,7 @@ class _Page:
         """`parts` (siblings) as units, those whose markup overlaps joined, in order."""
         units: list[_Unit] = []
         for part in parts:
+            self.check()
             if part.lo is None:             # nothing in the markup: an element only the parser implied, empty
                 continue
             unit = _Unit([part], part.lo, part.hi)
@@ -153,6 +156,7 @@ class _Page:
             self.breaks.append(self.size)
 
     def _part(self, node, untranslated: bool) -> _Part:
+        self.check()
         first = self.size
         if isinstance(node, html5.Text):
             located = [c for c in node.chars if c[2] > c[1]]        # a character the parser made up has no span

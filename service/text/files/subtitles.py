@@ -26,7 +26,7 @@ from webvtt.errors import MalformedCaptionError, MalformedFileError
 
 from attnmt.service.errors import InvalidInput
 from attnmt.service.text.files import cues
-from attnmt.service.text.files.base import FileDocument, Limits
+from attnmt.service.text.files.base import Check, FileDocument, Limits, go_on
 from attnmt.service.text.files.cues import WORD
 from attnmt.service.text.files.encoding import decode
 
@@ -70,18 +70,19 @@ class SubtitleFile(FileDocument):
     into `texts` (cues.group); `write` puts one translation back in each cue. `proportional`
     counts the joined entries whose translation the last `write` cut by proportion."""
 
-    def __init__(self, kind: str, media_type: str, timed: list[cues.Timed], limits: Limits):
+    def __init__(self, kind: str, media_type: str, timed: list[cues.Timed], limits: Limits, check: Check):
         vtt = kind == "vtt"
-        self.entries = cues.group(timed, limits.max_entry_chars, vtt)
+        self.entries = cues.group(timed, limits.max_entry_chars, vtt, check)
         super().__init__(kind, media_type, [e.markup for e in self.entries], html=True)
         self.cue_texts = [t.text for t in timed]
         self.proportional = 0
 
-    def cue_translations(self, translations: list[str]) -> list[str]:
+    def cue_translations(self, translations: list[str], check: Check = go_on) -> list[str]:
         """One text per cue: each entry's translation spread over its cues."""
         out: list[str] = []
         self.proportional = 0
         for entry, translation in zip(self.entries, translations, strict=True):
+            check()
             texts, by_markers = cues.spread(entry, translation)
             self.proportional += not by_markers
             out += texts
@@ -97,46 +98,49 @@ class Cue:
 
 
 class SrtFile(SubtitleFile):
-    def __init__(self, cues_read: list[Cue], eol: str, limits: Limits):
+    def __init__(self, cues_read: list[Cue], eol: str, limits: Limits, check: Check):
         self.cues, self.eol = cues_read, eol
         timed = [cues.Timed(" ".join(" ".join(c.lines).split()), c.start, c.end) for c in cues_read]
-        super().__init__("srt", "application/x-subrip; charset=utf-8", timed, limits)
+        super().__init__("srt", "application/x-subrip; charset=utf-8", timed, limits, check)
 
-    def write(self, translations, target, placeholders=None) -> bytes:
+    def write(self, translations, target, placeholders=None, check=go_on) -> bytes:
         blocks = [self.eol.join(cue.head + (reflow(text, len(cue.lines)) if cue.lines else []))
-                  for cue, text in zip(self.cues, self.cue_translations(translations))]
+                  for cue, text in zip(self.cues, self.cue_translations(translations, check))]
         return (self.eol * 2).join(blocks).encode("utf-8") + self.eol.encode()
 
 
 class VttFile(SubtitleFile):
-    def __init__(self, vtt: webvtt.WebVTT, limits: Limits):
+    def __init__(self, vtt: webvtt.WebVTT, limits: Limits, check: Check):
         self.vtt = vtt
         self.voices = []
         timed = []
         for caption in vtt.captions:
+            check()
             raw = " ".join(caption.raw_text.split())
             voice = _VOICE.match(raw)
             self.voices.append(voice.group(0) if voice else "")
             timed.append(cues.Timed(raw[voice.end():].lstrip() if voice else raw, seconds(caption.start),
                                     seconds(caption.end), self.voices[-1]))
-        super().__init__("vtt", "text/vtt; charset=utf-8", timed, limits)
+        super().__init__("vtt", "text/vtt; charset=utf-8", timed, limits, check)
 
-    def write(self, translations, target, placeholders=None) -> bytes:
-        for caption, voice, text in zip(self.vtt.captions, self.voices, self.cue_translations(translations)):
+    def write(self, translations, target, placeholders=None, check=go_on) -> bytes:
+        for caption, voice, text in zip(self.vtt.captions, self.voices, self.cue_translations(translations, check)):
+            check()
             lines = reflow(text, len(caption.lines) or 1)
             lines[0] = voice + lines[0]
             caption.lines = lines
         return self.vtt.content.encode("utf-8")
 
 
-def read_srt(data: bytes, limits: Limits) -> SrtFile:
+def read_srt(data: bytes, limits: Limits, check: Check = go_on) -> SrtFile:
     """Cues separated by blank lines, each a number line (some files leave it out), a timing
-    line and its text."""
+    line and its text. `check` is called at each cue."""
     text = decode(data)
     lines = text.splitlines()
     found: list[Cue] = []
     i = 0
     while i < len(lines):
+        check()
         if not lines[i].strip():
             i += 1
             continue
@@ -160,10 +164,11 @@ def read_srt(data: bytes, limits: Limits) -> SrtFile:
         found.append(Cue(head, lines[start:i], *map(seconds, timing.groups())))
     if not found:
         raise InvalidInput("the file is not SubRip (.srt): it holds no cue")
-    return SrtFile(found, "\r\n" if "\r\n" in text else "\n", limits)
+    return SrtFile(found, "\r\n" if "\r\n" in text else "\n", limits, check)
 
 
-def read_vtt(data: bytes, limits: Limits) -> VttFile:
+def read_vtt(data: bytes, limits: Limits, check: Check = go_on) -> VttFile:
+    """`check` is called at each cue (webvtt-py's parse takes none)."""
     text = decode(data, "utf-8")
     try:
         vtt = webvtt.from_string(text)
@@ -176,7 +181,7 @@ def read_vtt(data: bytes, limits: Limits) -> VttFile:
         _ = vtt.content
     except ValueError as e:
         raise InvalidInput(f"the file is not WebVTT (.vtt): {_unwritable(text) or e}") from None
-    return VttFile(vtt, limits)
+    return VttFile(vtt, limits, check)
 
 
 def _unwritable(text: str) -> str | None:

@@ -7,7 +7,7 @@ from typing import Callable
 
 from lxml import etree
 
-from attnmt.service.text.files.base import FileDocument
+from attnmt.service.text.files.base import Check, FileDocument, go_on
 from attnmt.service.text.files.office.package import Package
 from attnmt.service.text.files.office.paragraph import Paragraph, Piece
 
@@ -22,23 +22,28 @@ class OfficeFile(FileDocument):
     parts it changed."""
 
     def __init__(self, kind: str, media_type: str, package: Package, trees: dict[str, etree._ElementTree],
-                 paragraphs: list[tuple[str, Paragraph]], rebuild: Rebuild):
+                 paragraphs: list[tuple[str, Paragraph]], rebuild: Rebuild, check: Check = go_on):
         self.package, self.trees, self.rebuild = package, trees, rebuild
         # (part, paragraph) for each text, in order
         self.paragraphs = [(name, p) for name, p in paragraphs if p.text().strip()]
-        super().__init__(kind, media_type, [p.html() for _, p in self.paragraphs], html=True)
+        texts = []
+        for _, paragraph in self.paragraphs:
+            check()
+            texts.append(paragraph.html())
+        super().__init__(kind, media_type, texts, html=True)
 
-    def write(self, translations, target, placeholders=None) -> bytes:
+    def write(self, translations, target, placeholders=None, check=go_on) -> bytes:
         self.untranslated = 0
         changed = set()
         for (name, paragraph), translation in zip(self.paragraphs, translations):
+            check()
             if not translation.strip():
                 self.untranslated += 1
                 continue
             pieces = paragraph.translated(translation) or paragraph.fallback(translation)
             self.rebuild(paragraph, pieces, target)
             changed.add(name)
-        return self.package.repack({name: _serialised(self.trees[name]) for name in changed})
+        return self.package.repack({name: _serialised(self.trees[name]) for name in changed}, check)
 
 
 def _serialised(tree: etree._ElementTree) -> bytes:

@@ -22,7 +22,7 @@ import re
 from lxml import etree
 
 from attnmt.service.errors import InvalidInput
-from attnmt.service.text.files.base import Limits, local_name
+from attnmt.service.text.files.base import Check, Limits, go_on, local_name
 from attnmt.service.text.files.office.document import OfficeFile
 from attnmt.service.text.files.office.package import Package
 from attnmt.service.text.files.office.paragraph import Paragraph, Piece, move, shallow
@@ -43,11 +43,13 @@ def _w(name: str) -> str:
     return f"{{{W}}}{name}"
 
 
-def _paragraph(p: etree._Element) -> Paragraph:
+def _paragraph(p: etree._Element, check: Check) -> Paragraph:
+    check()
     paragraph = Paragraph(p)
 
     def walk(container: etree._Element, link: int | None) -> None:
         for child in container:
+            check()                                     # one paragraph may hold all the runs
             name = local_name(child)
             in_w = isinstance(child.tag, str) and etree.QName(child).namespace == W
             if in_w and name.endswith("Pr"):           # w:pPr, w:smartTagPr: kept where they are
@@ -129,9 +131,9 @@ def _parts(names: list[str]) -> list[str]:
     return ["word/document.xml", *others]
 
 
-def read_docx(data: bytes, limits: Limits) -> OfficeFile:
+def read_docx(data: bytes, limits: Limits, check: Check = go_on) -> OfficeFile:
     """A .docx ready to translate; InvalidInput where it is not one (package.py's refusals,
-    no word/document.xml, Strict Open XML)."""
+    no word/document.xml, Strict Open XML). `check` is called at each run and paragraph."""
     what = "Word document (.docx)"
     package = Package(data, limits, what)
     if "word/document.xml" not in package.names:
@@ -141,5 +143,6 @@ def read_docx(data: bytes, limits: Limits) -> OfficeFile:
     if etree.QName(root).namespace != W:
         raise InvalidInput(f"the file is not a {what} this service reads: word/document.xml is in namespace "
                            f"{etree.QName(root).namespace!r} (Strict Open XML?), not {W!r}")
-    paragraphs = [(name, _paragraph(p)) for name, tree in trees.items() for p in tree.getroot().iter(_w("p"))]
-    return OfficeFile("docx", DOCX_TYPE, package, trees, paragraphs, _rebuild)
+    paragraphs = [(name, _paragraph(p, check))
+                  for name, tree in trees.items() for p in tree.getroot().iter(_w("p"))]
+    return OfficeFile("docx", DOCX_TYPE, package, trees, paragraphs, _rebuild, check)

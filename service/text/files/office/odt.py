@@ -21,7 +21,7 @@ from __future__ import annotations
 from lxml import etree
 
 from attnmt.service.errors import InvalidInput
-from attnmt.service.text.files.base import Limits, local_name
+from attnmt.service.text.files.base import Check, Limits, go_on, local_name
 from attnmt.service.text.files.office.document import OfficeFile
 from attnmt.service.text.files.office.package import Package
 from attnmt.service.text.files.office.paragraph import Paragraph, Piece, move, shallow
@@ -39,14 +39,16 @@ def _t(name: str) -> str:
     return f"{{{TEXT}}}{name}"
 
 
-def _paragraph(p: etree._Element, looks: dict[str, str]) -> Paragraph:
+def _paragraph(p: etree._Element, looks: dict[str, str], check: Check) -> Paragraph:
     """`looks`: the text styles the paragraph's part sees (`_looks`)."""
+    check()
     paragraph = Paragraph(p)
 
     def walk(node: etree._Element, chain: tuple, link: int | None) -> None:
         style = paragraph.style(chain, chain)
         paragraph.add_text(node.text or "", style, link)
         for child in node:
+            check()                                     # one paragraph may hold all the spans
             if child.tag == _t("span") and looks.get(child.get(_t("style-name"))) == "" and len(child.attrib) == 1:
                 walk(child, chain, link)        # formats nothing: its text is its parent's
             elif child.tag == _t("span"):
@@ -72,13 +74,14 @@ def _paragraph(p: etree._Element, looks: dict[str, str]) -> Paragraph:
     return paragraph
 
 
-def _looks(root: etree._Element, container: str) -> dict[str, str]:
+def _looks(root: etree._Element, container: str, check: Check) -> dict[str, str]:
     """The text styles in `root`'s `container` (office:automatic-styles or office:styles) that
     only make bold, italic or underlined: their name -> b, i or u; with
     office:automatic-styles, those that change nothing a reader sees (revision ids, or no
     properties) -> ''. A common style that formats nothing is the user's own, kept."""
     found = {}
     for style in root.iterfind(f"{{{OFFICE}}}{container}/{{{STYLE}}}style"):
+        check()
         if style.get(f"{{{STYLE}}}family") != "text":
             continue
         properties = style.find(f"{{{STYLE}}}text-properties")
@@ -125,21 +128,22 @@ def _rebuild(paragraph: Paragraph, pieces: list[Piece], language: str) -> None:
             inner.text = (inner.text or "") + piece.text
 
 
-def _translated(root: etree._Element, master_only: bool) -> list[etree._Element]:
+def _translated(root: etree._Element, master_only: bool, check: Check) -> list[etree._Element]:
     """The paragraphs and headings to translate: not a comment's, not deleted text's; in
     styles.xml, only the master pages' (their headers and footers)."""
     skipped = {f"{{{OFFICE}}}annotation", _t("tracked-changes")}
     paragraphs = []
     for p in root.iter(_t("p"), _t("h")):
+        check()
         ancestors = {a.tag for a in p.iterancestors()}
         if not ancestors & skipped and (not master_only or f"{{{OFFICE}}}master-styles" in ancestors):
             paragraphs.append(p)
     return paragraphs
 
 
-def read_odt(data: bytes, limits: Limits) -> OfficeFile:
+def read_odt(data: bytes, limits: Limits, check: Check = go_on) -> OfficeFile:
     """An .odt ready to translate; InvalidInput where it is not one (package.py's refusals,
-    no content.xml, an encrypted manifest)."""
+    no content.xml, an encrypted manifest). `check` is called at each style, span and paragraph."""
     what = "OpenDocument text (.odt)"
     package = Package(data, limits, what)
     if "content.xml" not in package.names:
@@ -149,9 +153,10 @@ def read_odt(data: bytes, limits: Limits) -> OfficeFile:
     trees = {name: package.parse(name) for name in ("content.xml", "styles.xml") if name in package.names}
     # a span's style is automatic, in its own part (content.xml and styles.xml each name theirs
     # T1, T2...), or common, in styles.xml
-    common = _looks(trees["styles.xml"].getroot(), "styles") if "styles.xml" in trees else {}
+    common = _looks(trees["styles.xml"].getroot(), "styles", check) if "styles.xml" in trees else {}
     paragraphs = []
     for name, tree in trees.items():
-        looks = common | _looks(tree.getroot(), "automatic-styles")
-        paragraphs += [(name, _paragraph(p, looks)) for p in _translated(tree.getroot(), name == "styles.xml")]
-    return OfficeFile("odt", ODT_TYPE, package, trees, paragraphs, _rebuild)
+        looks = common | _looks(tree.getroot(), "automatic-styles", check)
+        paragraphs += [(name, _paragraph(p, looks, check))
+                       for p in _translated(tree.getroot(), name == "styles.xml", check)]
+    return OfficeFile("odt", ODT_TYPE, package, trees, paragraphs, _rebuild, check)

@@ -22,7 +22,7 @@ import zlib
 from lxml import etree
 
 from attnmt.service.errors import InvalidInput
-from attnmt.service.text.files.base import Limits, safe_xml_parser
+from attnmt.service.text.files.base import Check, Limits, go_on, safe_xml_parser
 
 # Zip-bomb limits beside Limits.max_unpacked_bytes: a document with its images has tens to
 # hundreds of entries; XML deflates 5-20:1, and Apache POI refuses past 100:1 (ZipSecureFile)
@@ -97,12 +97,14 @@ class Package:
             raise refused           # spelt in an encoding other than UTF-8
         return tree
 
-    def repack(self, replaced: dict[str, bytes]) -> bytes:
-        """The package with the entries in `replaced` replaced, every other one as read."""
+    def repack(self, replaced: dict[str, bytes], check: Check = go_on) -> bytes:
+        """The package with the entries in `replaced` replaced, every other one as read
+        (`check` called before each)."""
         self.left = self.limit
         out = io.BytesIO()
         with zipfile.ZipFile(out, "w") as packed:
             for info in self.infos:
+                check()
                 data = replaced[info.filename] if info.filename in replaced else self.read(info.filename)
                 packed.writestr(_entry(info), data)
             packed.comment = self.zip.comment
