@@ -149,8 +149,11 @@ def test_overload_is_429_with_retry_after(tiny_model):
     env = {"ATTNMT_MAX_QUEUE": "2", "ATTNMT_MAX_BATCH_ROWS": "1", "ATTNMT_MAX_BEAM_SIZE": "1",
            "ATTNMT_DEFAULT_BEAM_SIZE": "1", "ATTNMT_RETRY_AFTER_SECONDS": "0.25",
            "ATTNMT_MAX_TOKENS_PER_SENTENCE": "1024", "FAULTS": "step_delay_ms=2"}
+    # a third of SLOW_ALIGN (some 320 steps, 0.6 s or more each): the eight calls arrive while the
+    # first is decoded, and the three admitted take a few seconds in turn, not ten
+    align = {**SLOW_ALIGN, "target": " ".join(["the big house sees the dog ."] * 15)}
     with RunningServer([tiny_model], env) as server:
-        answers = at_once(lambda: httpx.post(server.http + "/v1/align", json=SLOW_ALIGN, timeout=60), 8)
+        answers = at_once(lambda: httpx.post(server.http + "/v1/align", json=align, timeout=60), 8)
         refused = [r for r in answers if r.status_code == 429]
         assert refused and any(r.status_code == 200 for r in answers)
         assert {r.status_code for r in answers} <= {200, 429}
