@@ -80,13 +80,30 @@ def document_from_pb(source: str, t: pb.Translation) -> Document:
 FORMATS = {"plain": pb.TEXT_FORMAT_PLAIN, "html": pb.TEXT_FORMAT_HTML}
 
 
+ALIGNMENTS = {"none": pb.ALIGNMENT_NONE, "soft": pb.ALIGNMENT_SOFT, "words": pb.ALIGNMENT_WORDS,
+              "hard": pb.ALIGNMENT_HARD}
+
+
+def _alignment(alignment: str) -> str:
+    """`alignment`, if it is one of ALIGNMENTS' names; ValueError naming them if not."""
+    if alignment not in ALIGNMENTS:
+        raise ValueError(f"alignment must be one of {', '.join(map(repr, ALIGNMENTS))}, not {alignment!r}")
+    return alignment
+
+
+def _texts(texts: Iterable[str]) -> list[str]:
+    """`texts` as a list. One string is refused: iterated, it would be translated a character
+    at a time."""
+    if isinstance(texts, (str, bytes)):
+        raise TypeError(f"texts must be a list of strings, not one {type(texts).__name__}: pass [text]")
+    return list(texts)
+
+
 def options_pb(options: SearchOptions, alignment: str = "soft", threshold: float | None = None,
                replace_unk: bool = False, keep_names: bool | None = None) -> pb.DecodingOptions:
-    kinds = {"none": pb.ALIGNMENT_NONE, "soft": pb.ALIGNMENT_SOFT, "words": pb.ALIGNMENT_WORDS,
-             "hard": pb.ALIGNMENT_HARD}
     message = pb.DecodingOptions(beam_size=options.beam_size, n_best=options.n_best,
                                  length_penalty=options.length_penalty, max_length_ratio=options.max_length_ratio,
-                                 max_length_extra=options.max_length_extra, alignment=kinds[alignment],
+                                 max_length_extra=options.max_length_extra, alignment=ALIGNMENTS[_alignment(alignment)],
                                  replace_unknown=replace_unk, early_exit=options.early_exit)
     if threshold is not None:
         message.alignment_threshold = threshold
@@ -146,7 +163,9 @@ class Client:
         A refusal of a later chunk carries `first_sentence`, the index in `texts` that its
         `sentences[0]` is."""
         starts = range(0, len(texts), self.sentences_per_call)
-        if len(starts) <= 1:
+        if not starts:
+            return []
+        if len(starts) == 1:
             return call(texts)
         from concurrent.futures import ThreadPoolExecutor
 
@@ -193,10 +212,11 @@ class Client:
                   glossary_name: str = "", **option_values) -> list[Translation]:
         """Translate sentences; soft alignment (the default) lets words and hard links be derived locally.
         `glossary`: (source, target) terms or {source: target}; `glossary_name`: one stored on the server.
-        Each hypothesis carries `quality` and the `glossary` matches applied to it."""
+        Each hypothesis carries `quality` and the `glossary` matches applied to it. No texts, no call: []."""
+        texts = _texts(texts)
         options = options or _server_default(option_values)
         # Ask for piece-level α whatever the display wants: words and hard links derive from it.
-        wire_alignment = "soft" if alignment != "none" else "none"
+        wire_alignment = "soft" if _alignment(alignment) != "none" else "none"
         wire_options = options_pb(options, wire_alignment, threshold, replace_unk, keep_names)
         terms = glossary_pb(glossary)
 
@@ -212,10 +232,12 @@ class Client:
                             replace_unk: bool = False, keep_names: bool | None = None, model: str = "",
                             **option_values) -> list[Document]:
         """Translate paragraphs or documents (split_sentences) and/or HTML (html): each comes
-        back whole, with its sentences, their alignments and every word's character offsets."""
+        back whole, with its sentences, their alignments and every word's character offsets.
+        No texts, no call: []."""
+        texts = _texts(texts)
         options = options or _server_default(option_values)
-        wire_options = options_pb(options, "none" if alignment == "none" else "soft", threshold, replace_unk,
-                                  keep_names)
+        wire_alignment = "none" if _alignment(alignment) == "none" else "soft"
+        wire_options = options_pb(options, wire_alignment, threshold, replace_unk, keep_names)
 
         def call(chunk: list[str]) -> list[Document]:
             request = pb.TranslateRequest(sentences=chunk, model=model, split_sentences=split_sentences,

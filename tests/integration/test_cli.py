@@ -166,3 +166,20 @@ def test_bad_arguments_and_files_are_one_line_each(tiny_model, tmp_path, capsys)
     assert main(["evaluate", "--model", str(tiny_model), "--data", str(missing.parent)]) == 1
     assert capsys.readouterr().err == f"attnmt evaluate: no test data in {missing.parent}: expected test.tsv or " \
         "test.xx + test.en\n"
+
+
+def test_the_python_client_refuses_what_it_would_misread(server):
+    """One string is not a list of them (iterated, it was translated a character at a time); an
+    alignment it does not know is refused, not taken for soft; no texts need no call."""
+    from attnmt.service.client import Client
+    with Client(server.address) as client:
+        with pytest.raises(TypeError, match=r"not one str: pass \[text\]"):
+            client.translate(SHORT)
+        with pytest.raises(TypeError, match="not one str"):
+            client.translate_documents("<p>peru vidas kasa .</p>", html=True)
+        with pytest.raises(ValueError, match="alignment must be one of 'none', 'soft', 'words', 'hard', not 'bogus'"):
+            client.translate([SHORT], alignment="bogus")
+        handled = server.metric("grpc_server_handled_total", grpc_method="Translate")
+        assert client.translate([]) == [] and client.translate_documents([]) == []
+        assert client.translate((s for s in [SHORT]))[0].best.text == client.translate([SHORT])[0].best.text
+        assert server.metric("grpc_server_handled_total", grpc_method="Translate") == handled + 2
