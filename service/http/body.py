@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import urllib.parse
 
 import grpc
 import orjson
@@ -83,8 +84,22 @@ def is_multipart(request: Request) -> bool:
     return request.headers.get("content-type", "").split(";")[0].strip().lower() == "multipart/form-data"
 
 
+def urlencoded_utf8(encoded: bytes, what: str) -> None:
+    """CallEnded (400) for a query string or url-encoded form whose bytes or %-escapes are not
+    UTF-8: Starlette reads them with U+FFFD in place of each bad byte, and "%ff%fe" would be
+    translated as "��" rather than refused."""
+    try:
+        urllib.parse.unquote_to_bytes(encoded.replace(b"+", b" ")).decode("utf-8")
+    except UnicodeDecodeError as e:
+        byte = e.object[e.start]
+        raise invalid(f"{what} is not UTF-8: it holds the byte 0x{byte:02x} (%{byte:02X}), which begins no "
+                      "UTF-8 character there") from None
+
+
 async def form(request: Request, body: bytes) -> FormData:
     """The url-encoded or multipart form in a body read already (so the size limit applied first)."""
+    if not is_multipart(request):
+        urlencoded_utf8(body, "the form")
     async def replay():
         return {"type": "http.request", "body": body, "more_body": False}
     try:

@@ -95,6 +95,10 @@ async def read_fields(request: Request, front, file: bool = False) -> Fields:
         if not isinstance(values, dict):
             raise invalid("Invalid request: the JSON body must be an object")
         return Fields(values, True)
+    try:
+        body.urlencoded_utf8(request.scope["query_string"], "the query string")
+    except CallEnded as e:
+        raise invalid("Invalid request: " + e.message) from None
     values = dict(request.query_params)          # as Flask's request.values: the query string, then the form
     if raw:
         try:
