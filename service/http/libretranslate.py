@@ -30,6 +30,11 @@ from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.text import files, language
 
 SHORT_TEXT = 40     # characters below which LibreTranslate detects on all texts together
+# percent: `auto` refuses a text as in a language no model translates into the target only when
+# the detector gives that language this much; below it, the text is read as the likeliest source
+# served into the target, as the native API reads `auto` (a short text's best guess is weak:
+# "Hello." is 41 % Italian, 11 % English)
+CONFIDENT = 50.0
 NUMERAL = re.compile(r"[+-]?[0-9]{1,20}")       # ASCII digits: str.isdigit() also takes "²"
 
 
@@ -110,12 +115,26 @@ async def read_fields(request: Request, front, file: bool = False) -> Fields:
     return Fields(values, False)
 
 
-def detections(text: str, unknown: str = "en") -> list[dict]:
+def detections(text: str, unknown: str = "en", top: int = 3) -> list[dict]:
     """LibreTranslate's detection list: confidences in percent, best first; `unknown` with
     confidence 0 when the text has no letters the detector knows (LibreTranslate answers `en`)."""
-    found = language.detect(text)
+    found = language.detect(text, top)
     return [{"confidence": round(100 * p, 1), "language": code} for code, p in found] or \
         [{"confidence": 0.0, "language": unknown}]
+
+
+def detection(text: str, candidates: list[str], unknown: str) -> dict:
+    """`auto`'s detectedLanguage for `text`: the detector's best language when it is one of
+    `candidates` (the sources served into the target) or the detector is CONFIDENT of it (a
+    language no model translates, refused by the caller); else the likeliest candidate, with its
+    own confidence."""
+    ranked = detections(text, unknown, top=len(language.LANGUAGES))
+    best = ranked[0]
+    if best["language"] in candidates or best["confidence"] >= CONFIDENT or not candidates:
+        return best
+    confidence = {d["language"]: d["confidence"] for d in ranked}
+    chosen = max(candidates, key=lambda code: confidence.get(code, 0.0))
+    return {"confidence": confidence.get(chosen, 0.0), "language": chosen}
 
 
 def alternatives_of(entry: pb.Translation, wanted: int) -> list[str]:
@@ -176,6 +195,9 @@ def routes(front) -> list[Route]:
         for name, value in (("q", q), ("source", source), ("target", target)):
             if not value:
                 raise invalid(f"Invalid request: missing {name} parameter")
+        source, target = pairs.code(source), pairs.code(target)
+        if target not in pairs.codes:       # before `auto` detects a language it could not go into
+            raise invalid(f"{clipped(target, 64)} is not supported")
         batch = isinstance(q, list)
         texts = q if batch else [q]
         if not fields.is_json:
@@ -196,8 +218,10 @@ def routes(front) -> list[Route]:
                           else "Invalid request: alternatives parameter must be >= 0")
         detected = None
         if source == AUTO:
-            overall = detections(" ".join(texts), undetected(target))[0]
-            detected = [detections(t, overall["language"])[0] if len(t) > SHORT_TEXT else overall for t in texts]
+            candidates = pairs.sources_into(target)
+            overall = detection(" ".join(texts), candidates, undetected(target))
+            detected = [detection(t, candidates, overall["language"]) if len(t) > SHORT_TEXT else overall
+                        for t in texts]
             sources = {d["language"] for d in detected}
         else:
             sources = {source}
@@ -241,6 +265,7 @@ def routes(front) -> list[Route]:
         for name, value in (("file", upload), ("source", source), ("target", target)):
             if not value:
                 raise invalid(f"Invalid request: missing {name} parameter")
+        source, target = pairs.code(source), pairs.code(target)
         if not upload.filename:
             raise invalid("Invalid request: empty file")
         try:

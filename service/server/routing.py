@@ -80,11 +80,26 @@ class LanguagePairs:
         """The pairs served, for messages: "es->en, en->es" (the default model's first)."""
         return ", ".join(f"{s}->{t}" for s, t in self.model_of)
 
+    def code(self, tag: str) -> str:
+        """A client's language tag as this table spells it. Tags are case-insensitive (BCP 47) and
+        clients write "EN", "es_MX" or "es-419": a tag whose primary language is served is that
+        language, one model translating all its varieties. A tag of no served language comes back
+        as sent, for the message that refuses it."""
+        if tag in self.codes or tag in ("", AUTO):
+            return tag
+        lowered = tag.strip().lower().replace("_", "-")
+        if lowered in self.codes or lowered == AUTO:
+            return lowered
+        primary = lowered.split("-", 1)[0]
+        return primary if primary in self.codes else tag
+
     # --- the rule ----------------------------------------------------------
 
     def route(self, model: str, source: str = "", target: str = "", texts: Sequence[str] = ()) -> Route:
         """The model that answers a request naming `model` ("": none) and the pair `source` ->
-        `target` ("": not given; source `auto`: detected from `texts`, read together)."""
+        `target` ("": not given; source `auto`: detected from `texts`, read together), each a
+        language tag as `code` reads it."""
+        source, target = self.code(source), self.code(target)
         if model:
             if model not in self.pair_of:
                 raise ModelNotFound(f"model {model!r} is not served here; served: {', '.join(sorted(self.pair_of))}")

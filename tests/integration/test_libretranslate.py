@@ -192,3 +192,31 @@ def test_keys_in_libretranslates_shape(tiny_model, tmp_path):
         ok = httpx.post(url, data={"q": SHORT, "source": "xx", "target": "en", "api_key": "secret-1"})
         assert ok.status_code == 200 and ok.json()["translatedText"]
         assert httpx.get(server.http + "/frontend/settings").json()["keyRequired"] is True
+
+
+def test_language_tags_of_any_case_or_region_name_the_served_language(lt):
+    """Clients write "ES", "es-MX", "en_US": each is the language this server translates."""
+    plain = lt.post("/translate", json={"q": SPANISH, "source": "es", "target": "en"}).json()
+    for source, target in (("ES", "EN"), ("es-MX", "en-US"), ("es_419", "en_GB")):
+        r = lt.post("/translate", json={"q": SPANISH, "source": source, "target": target})
+        assert r.status_code == 200 and r.json() == plain, (source, target, r.text)
+    r = lt.post("/translate", json={"q": SPANISH, "source": "es", "target": "fr-CA"})
+    assert r.status_code == 400 and r.json()["error"] == "fr-CA is not supported"
+    # an unknown target is refused as such, before `auto` detects anything
+    r = lt.post("/translate", json={"q": "Hello.", "source": "auto", "target": "de-AT"})
+    assert r.status_code == 400 and r.json()["error"] == "de-AT is not supported"
+
+
+def test_auto_reads_an_ambiguous_short_text_as_a_served_source(lt):
+    """The detector's best guess for "Hello." is Italian at 41 %: not sure enough to refuse the
+    text, so it is read as the likeliest source served into the target (Spanish, 14 %), as the
+    native API reads `auto`. A text the detector is sure of is still refused by its language."""
+    r = lt.post("/translate", json={"q": "Hello.", "source": "auto", "target": "en"})
+    assert r.status_code == 200, r.text
+    detected = r.json()["detectedLanguage"]
+    assert detected["language"] == "es" and 0 < detected["confidence"] < 50
+    native = lt.post("/v1/translate", json={"sentences": ["Hello."], "sourceLanguage": "auto", "targetLanguage": "en",
+                                            "splitSentences": True}).json()
+    assert native["sourceLanguage"] == "es"
+    r = lt.post("/translate", json={"q": FRENCH, "source": "auto", "target": "en"})
+    assert r.status_code == 400 and "fr (French) was detected" in r.json()["error"]

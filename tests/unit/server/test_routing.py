@@ -66,3 +66,20 @@ def test_the_table_libretranslate_reads():
     assert PAIRS.default_pair == ("es", "en") and PAIRS.sources == ["en", "es", "pt"]
     assert PAIRS.targets("es") == ["en"] and PAIRS.sources_into("es") == ["en", "pt"]
     assert PAIRS.model_of[("es", "en")] == "transformer-es-en"
+
+
+@pytest.mark.parametrize("tag, code", [
+    ("es", "es"), ("ES", "es"), ("es-MX", "es"), ("es_ES", "es"), ("es-419", "es"), (" en-us ", "en"),
+    ("zh-Hant-TW", "zh-Hant-TW"), ("fr", "fr"), ("AUTO", "auto"), ("", ""), ("e", "e"), ("es-", "es"),
+])
+def test_a_language_tag_is_read_as_its_served_language(tag, code):
+    """BCP 47 tags are case-insensitive, and a variety of a served language is that language; a
+    tag of no served language is kept as sent, for the refusal to name."""
+    assert PAIRS.code(tag) == code
+
+
+def test_a_pair_may_be_named_by_tags_of_any_case_or_region():
+    assert PAIRS.route("", "ES", "en-GB") == Route("transformer-es-en", "es", "en")
+    assert PAIRS.route("rnn-es-en", "es_MX", "EN") == Route("rnn-es-en", "es", "en")
+    with pytest.raises(InvalidInput, match="no model translates fr-CA->en"):
+        PAIRS.route("", "fr-CA", "en")
