@@ -6,8 +6,11 @@ an English msgid with a msgstr in `<lang>`: the msgstrs are that language's
 text, the msgids of all catalogs are English text. Software messages are
 impersonal and imperative, so everyday Spanish ("mañana tenemos examen") reads
 to them as Galician or Portuguese about one sentence in twelve; the training splits of
-the corpora in CORPORA (help pages, back-translated everyday sentences), where
-they have been built, add Spanish and English sentences. `attnmt data languages
+the corpora in CORPORA (help pages, back-translated everyday sentences, Tatoeba's
+short conversational ones), where they have been built, add Spanish and English
+sentences. Tatoeba's took two-word Spanish phrases from 73 % to 90 % called Spanish
+(its public test set's first two words, 2,056 lines; English 86 % to 94 %), and the held-out
+messages of every other language were named better too, by 0.07 to 0.8 points (2026-11-29). `attnmt data languages
 --out FILE` keeps the languages of LANGUAGES with at least `min_chars`
 characters of clean text and writes the profiles that
 `attnmt.service.text.language` loads (its package data: `--out
@@ -50,9 +53,10 @@ LOCALE_ROOT = Path("/usr/share/locale")
 LANGUAGES = {"es": "Spanish", "en": "English", "pt": "Portuguese", "fr": "French", "it": "Italian",
              "ca": "Catalan", "de": "German", "gl": "Galician", "nl": "Dutch"}
 REQUIRED = ("es", "en")
-# Corpora (`attnmt data prose`, `attnmt data backtranslate`) whose training splits add everyday and
-# help-page sentences to the Spanish and English software messages, when they have been built.
-CORPORA = (Path("data/prose"), Path("data/backtranslation"))
+# Corpora (`attnmt data prose`, `attnmt data backtranslate`, `attnmt data tatoeba`) whose training
+# splits add everyday and help-page sentences to the Spanish and English software messages, when
+# they have been built.
+CORPORA = (Path("data/prose"), Path("data/backtranslation"), Path("data/tatoeba"))
 ALPHA = 0.5          # add-α smoothing of the n-gram counts
 HELD_OUT = 10        # 1 message in HELD_OUT is held out
 # A character rarer than this in every language's text is left unknown, so that text in other
