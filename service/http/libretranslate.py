@@ -254,7 +254,11 @@ def routes(front) -> list[Route]:
         q = fields.texts("q")
         if not q:
             raise invalid("Invalid request: missing q parameter")
-        return JSONResponse(detections(" ".join(q if isinstance(q, list) else [q])))
+        # as LibreTranslate, which names only the languages it translates: ours, and another only
+        # when the detector is CONFIDENT of it (a client translates from what /detect said first)
+        ranked = detections(" ".join(q if isinstance(q, list) else [q]), top=len(language.LANGUAGES))
+        kept = [d for d in ranked if d["language"] in pairs.codes or d["confidence"] >= CONFIDENT]
+        return JSONResponse((kept or ranked)[:3])
 
     async def translate_file(request: Request) -> Response:
         """A file (multipart `file`, with `source`, `target`, `api_key`), translated with its

@@ -139,6 +139,9 @@ def test_languages_settings_health_and_detect(lt):
     found = lt.post("/detect", data={"q": "¿Dónde está la estación de tren más cercana?"}).json()
     assert found[0]["language"] == "es" and 50 < found[0]["confidence"] <= 100
     assert lt.post("/detect", json={"q": FRENCH}).json()[0]["language"] == "fr"
+    # a short text the detector is unsure of is named in a language served: "Hello." is 37 % Italian
+    short = lt.post("/detect", json={"q": "Hello."}).json()
+    assert [d["language"] for d in short] == ["es", "en"] and short[0]["confidence"] < 50
     assert lt.post("/detect", json={}).json() == {"error": "Invalid request: missing q parameter"}
 
 
