@@ -342,8 +342,9 @@ def cmd_translate(args: argparse.Namespace) -> int:
                 translations += translator.translate(chunk, options, replace_unk=args.replace_unk,
                                                      glossary=glossary, keep_names=args.keep_names)
             except InvalidInput as e:
+                hint = _LONG_HINT if "tokens" in str(e) else ""      # a sentence longer than the model takes
                 raise SystemExit(f"attnmt translate: {_refused(args, start, chunk, translator, options)}: {e}"
-                                 + _LONG_HINT * ("tokens" in str(e))) from None
+                                 f"{hint}") from None
             if progress:
                 print(f"\r{len(translations)}/{len(texts)} sentences", end="", file=sys.stderr, flush=True)
         if progress:
