@@ -31,6 +31,22 @@ def _at_least_one(value: str) -> int:
     return number
 
 
+def _at_least_zero(value: str) -> int:
+    """An argparse type: a whole number of at least 0 (0: the default's choice)."""
+    number = int(value)
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {number}")
+    return number
+
+
+def _seconds(value: str) -> float:
+    """An argparse type: a number of seconds above 0."""
+    number = float(value)
+    if not number > 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, not {value}")
+    return number
+
+
 def _search_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--beam", type=_at_least_one,
                    help="beam size (1: greedy, the fast mode; default: the default_beam_size setting, 5 unless "
@@ -395,12 +411,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shortlist", action="store_true",
                    help="offline: use the model's lexical shortlist (faster one sentence at a time, slower in "
                         "large batches; off by default)")
-    p.add_argument("--decode-workers", type=int, default=0, metavar="N",
+    p.add_argument("--decode-workers", type=_at_least_zero, default=0, metavar="N",
                    help="offline: decode on N threads, the cores shared out between them (default: two on a CPU "
                         "of two cores or more, else one)")
     p.add_argument("--server", help="HOST:PORT of an attnmt server")
     p.add_argument("--model-name", default="", help="with --server: which served model")
-    p.add_argument("--timeout", type=float, default=60.0)
+    p.add_argument("--timeout", type=_seconds, default=60.0, help="with --server: seconds a call may take")
     p.add_argument("--tls-ca", help="with --server: PEM CA that signed the server's certificate (enables TLS)")
     p.add_argument("--tls-cert", help="with --tls-ca: client certificate for mutual TLS")
     p.add_argument("--tls-key", help="with --tls-cert: its private key")

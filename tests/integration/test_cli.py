@@ -151,6 +151,12 @@ def test_bad_arguments_and_files_are_one_line_each(tiny_model, tmp_path, capsys)
     with pytest.raises(SystemExit) as usage:
         main(["translate", "--model", str(tiny_model), "--beam", "0", SHORT])
     assert usage.value.code == 2 and "argument --beam: must be at least 1, not 0" in capsys.readouterr().err
+    for flag, value, words in (("--decode-workers", "-2", "must be 0 or more, not -2"),
+                               ("--timeout", "-1", "must be a number of seconds above 0, not -1"),
+                               ("--timeout", "nan", "must be a number of seconds above 0, not nan")):
+        with pytest.raises(SystemExit) as usage:
+            main(["translate", "--model", str(tiny_model), flag, value, SHORT])
+        assert usage.value.code == 2 and f"argument {flag}: {words}" in capsys.readouterr().err
     missing = tmp_path / "missing" / "x.txt"
     assert refusal(lambda: main(["translate", "--model", str(tiny_model), "--input", str(missing)])) == \
         f"attnmt translate: --input {missing}: No such file or directory"
