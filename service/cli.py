@@ -23,20 +23,17 @@ from attnmt.service.modeldir.links import format_pharaoh as pharaoh
 ALIGNMENTS = ("none", "soft", "words", "hard")
 
 
-def _at_least_one(value: str) -> int:
-    """An argparse type: a whole number of at least 1 (`--beam 0` would otherwise decode nothing)."""
-    number = int(value)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {number}")
-    return number
+def _whole(minimum: int):
+    """An argparse type: a whole number of at least `minimum` (`--beam 0` would otherwise decode
+    nothing; `--decode-workers 0` is the default's choice)."""
+    bound = "at least 1" if minimum == 1 else f"{minimum} or more"
 
-
-def _at_least_zero(value: str) -> int:
-    """An argparse type: a whole number of at least 0 (0: the default's choice)."""
-    number = int(value)
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, not {number}")
-    return number
+    def whole(value: str) -> int:
+        number = int(value)
+        if number < minimum:
+            raise argparse.ArgumentTypeError(f"must be {bound}, not {number}")
+        return number
+    return whole
 
 
 def _seconds(value: str) -> float:
@@ -48,10 +45,10 @@ def _seconds(value: str) -> float:
 
 
 def _search_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--beam", type=_at_least_one,
+    p.add_argument("--beam", type=_whole(1),
                    help="beam size (1: greedy, the fast mode; default: the default_beam_size setting, 5 unless "
                         "ATTNMT_DEFAULT_BEAM_SIZE or the settings file says otherwise; through --server, the server's)")
-    p.add_argument("--n-best", type=_at_least_one, default=1)
+    p.add_argument("--n-best", type=_whole(1), default=1)
     p.add_argument("--early-exit", action="store_true",
                    help="stop a beam when its best candidate ends (OpenNMT-py's rule), not once "
                         "beam-size hypotheses have finished (Marian's, the default)")
@@ -411,7 +408,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shortlist", action="store_true",
                    help="offline: use the model's lexical shortlist (faster one sentence at a time, slower in "
                         "large batches; off by default)")
-    p.add_argument("--decode-workers", type=_at_least_zero, default=0, metavar="N",
+    p.add_argument("--decode-workers", type=_whole(0), default=0, metavar="N",
                    help="offline: decode on N threads, the cores shared out between them (default: two on a CPU "
                         "of two cores or more, else one)")
     p.add_argument("--server", help="HOST:PORT of an attnmt server")

@@ -91,6 +91,12 @@ def _alignment(alignment: str) -> str:
     return alignment
 
 
+def _wire_alignment(alignment: str) -> str:
+    """What a call asks the server for: piece-level α ("soft") for any alignment the caller
+    wants, since words and hard links derive from it here; "none" for none."""
+    return "none" if _alignment(alignment) == "none" else "soft"
+
+
 def _texts(texts: Iterable[str]) -> list[str]:
     """`texts` as a list. One string is refused: iterated, it would be translated a character
     at a time."""
@@ -215,9 +221,7 @@ class Client:
         Each hypothesis carries `quality` and the `glossary` matches applied to it. No texts, no call: []."""
         texts = _texts(texts)
         options = options or _server_default(option_values)
-        # Ask for piece-level α whatever the display wants: words and hard links derive from it.
-        wire_alignment = "soft" if _alignment(alignment) != "none" else "none"
-        wire_options = options_pb(options, wire_alignment, threshold, replace_unk, keep_names)
+        wire_options = options_pb(options, _wire_alignment(alignment), threshold, replace_unk, keep_names)
         terms = glossary_pb(glossary)
 
         def call(chunk: list[str]) -> list[Translation]:
@@ -236,8 +240,7 @@ class Client:
         No texts, no call: []."""
         texts = _texts(texts)
         options = options or _server_default(option_values)
-        wire_alignment = "none" if _alignment(alignment) == "none" else "soft"
-        wire_options = options_pb(options, wire_alignment, threshold, replace_unk, keep_names)
+        wire_options = options_pb(options, _wire_alignment(alignment), threshold, replace_unk, keep_names)
 
         def call(chunk: list[str]) -> list[Document]:
             request = pb.TranslateRequest(sentences=chunk, model=model, split_sentences=split_sentences,
