@@ -37,6 +37,7 @@ from attnmt.model.architectures.rnnsearch import ModelConfig, RNNsearch, count_p
 from attnmt.model.architectures.transformer import Transformer, TransformerConfig
 from attnmt.model.batching import bucket_batches, make_batch
 from attnmt.model.data.placeholders import SENTINELS, protect_share
+from attnmt.model.data.variants import typed_share
 from attnmt.model.guided_alignment import (
     GuidedAlignmentConfig,
     corpus_piece_links,
@@ -90,6 +91,8 @@ class TrainConfig:
     seed: int = 1234
     placeholder_rate: float = 0.0      # share of training pairs with placeholders given sentinels instead
                                        # (placeholders.py)
+    unpunctuated_rate: float = 0.0     # share of training pairs without their final marks, both sides (variants.py)
+    lowercased_rate: float = 0.0       # share of training pairs with the source's first letter lower-cased
     init_from: str = ""                # a run directory (best.pt) or model directory (checkpoint.pt) whose weights
                                        # start this run (continued training); empty: random initialisation
     new_vocabulary: bool = False       # with init_from: train a new SentencePiece on this run's data and carry
@@ -155,10 +158,16 @@ class Log:
 
 
 def read_split(cfg: TrainConfig, split: str) -> list[tuple[str, str]]:
-    """A split's pairs; training pairs get placeholder sentinels at `placeholder_rate`."""
+    """A split's pairs; training pairs as `training_pairs` makes them."""
     src_path, tgt_path = corpus_files(Path(cfg.data_dir), split, cfg.src_lang, cfg.tgt_lang)
     pairs = list(read_parallel(src_path, tgt_path))
-    return protect_share(pairs, cfg.placeholder_rate) if split == "train" else pairs
+    return training_pairs(cfg, pairs) if split == "train" else pairs
+
+
+def training_pairs(cfg: TrainConfig, pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """What training reads of the corpus' pairs: placeholder sentinels at `placeholder_rate`, then
+    the typed-input variants at their rates."""
+    return typed_share(protect_share(pairs, cfg.placeholder_rate), cfg.unpunctuated_rate, cfg.lowercased_rate)
 
 
 def load_split(cfg: TrainConfig, split: str, tok: Tokenizer) -> tuple[list[list[int]], list[list[int]], list[str]]:
@@ -297,12 +306,14 @@ def guided_links(cfg: TrainConfig, run_dir: Path, tok: Tokenizer, train_src: lis
     # another machine (a GPU's) keeps its cache.
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     source = f"{path.name} sha256={digest} placeholder_rate={cfg.placeholder_rate}"
+    if cfg.unpunctuated_rate or cfg.lowercased_rate:      # a cache written before the variants stays valid
+        source += f" unpunctuated_rate={cfg.unpunctuated_rate} lowercased_rate={cfg.lowercased_rate}"
     cache = run_dir / "piece_links.npz"
     links = load_links(cache, source)
     if links is None:
         src_path, tgt_path = corpus_files(Path(cfg.data_dir), "train", cfg.src_lang, cfg.tgt_lang)
         raw = list(read_parallel(src_path, tgt_path))
-        links, counts = corpus_piece_links(path, raw, protect_share(raw, cfg.placeholder_rate), train_src,
+        links, counts = corpus_piece_links(path, raw, training_pairs(cfg, raw), train_src,
                                            train_tgt, tok)
         save_links(cache, links, source)
         log(f"links for {counts['with_links']} of {counts['pairs']} pairs from {path} ({counts['mismatched']} "
