@@ -109,9 +109,23 @@ class Catalog(FileDocument):
             texts += sources
         super().__init__(kind, "text/x-gettext-translation; charset=utf-8", texts)
 
+    def plural_forms(self, target: str) -> str:
+        """The catalog's own Plural-Forms when its Language is the target, else the target's from the
+        table. A catalog partly translated keeps its rule, which its translated entries follow: the
+        CLDR rule that translation platforms write for Spanish, French or Portuguese has a third form
+        for millions, where gettext's table has two."""
+        own = self.po.metadata.get("Plural-Forms", "")
+        if self.language() == target and re.search(r"nplurals\s*=\s*\d+\s*;\s*plural\s*=", own):
+            return own
+        return PLURAL_FORMS.get(target, DEFAULT_PLURAL_FORMS)
+
+    def language(self) -> str:
+        """The primary subtag of the header's Language ("es" of "es_ES", "sr@latin"), or ""."""
+        return re.split(r"[-_@.]", self.po.metadata.get("Language", "").strip())[0].lower()
+
     def write(self, translations, target, placeholders=None, check=go_on) -> bytes:
         pattern = placeholders or FORMAT_DIRECTIVES
-        rule = PLURAL_FORMS.get(target, DEFAULT_PLURAL_FORMS)
+        rule = self.plural_forms(target)
         self.untranslated = 0
         for entry, indices in self.todo:
             check()
@@ -129,7 +143,8 @@ class Catalog(FileDocument):
             if "fuzzy" not in entry.flags:
                 entry.flags.insert(0, "fuzzy")          # first, as msgmerge writes it
         metadata = self.po.metadata
-        metadata["Language"] = target
+        if self.language() != target:               # a region the catalog names ("es_MX") stays
+            metadata["Language"] = target
         metadata["Plural-Forms"] = rule
         metadata["Content-Type"] = "text/plain; charset=UTF-8"
         metadata.setdefault("Content-Transfer-Encoding", "8bit")

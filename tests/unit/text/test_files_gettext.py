@@ -170,3 +170,24 @@ def test_a_translated_entry_of_more_than_ten_forms_is_compiled_with_each_form(tm
         forms = {("%d archivo", k): text for k, text in FORMS.items()}
         assert forms.items() <= compiled(source.encode(), tmp_path).items()
         assert forms.items() <= compiled(out, tmp_path).items()
+
+
+# a Spanish catalog partly translated on a platform that writes CLDR's rule (a form for millions)
+MILLIONS = ('msgid ""\nmsgstr ""\n"Language: es_ES\\n"\n"Content-Type: text/plain; charset=UTF-8\\n"\n'
+            '"Plural-Forms: nplurals=3; plural=n == 1 ? 0 : n != 0 && n % 1000000 == 0 ? 1 : 2;\\n"\n\n')
+
+
+def test_a_catalog_in_the_target_language_keeps_its_plural_forms(tmp_path):
+    translated = {0: "%d archivo", 1: "%d de archivos", 2: "%d archivos"}
+    source = MILLIONS + plural("%d file", translated) + plural("%d cat", {0: "", 1: "", 2: ""})
+    document = files.read("es.po", source.encode(), LIMITS)
+    out = document.write(["%d gato", "%d gatos"], "es")
+    assert "nplurals=3; plural=n == 1 ? 0 : n != 0 && n % 1000000 == 0 ? 1 : 2;" in out.decode()
+    assert '"Language: es_ES\\n"' in out.decode()
+    assert files.read("es.po", out, LIMITS).po[1].msgstr_plural == {0: "%d gato", 1: "%d gatos", 2: "%d gatos"}
+    if shutil.which("msgfmt"):
+        compiled(out, tmp_path, "--check")
+    # a catalog of another language, or a template, gets the target's rule
+    english = source.replace("es_ES", "en")
+    out = files.read("en.po", english.encode(), LIMITS).write(["a", "b"], "es").decode()
+    assert "nplurals=2; plural=(n != 1);" in out
