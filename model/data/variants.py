@@ -3,10 +3,10 @@
 Parallel corpora are written text: almost every Tatoeba pair ends in ".", "!" or "?", and a
 Spanish question opens with "¿". People type "hola", "tren" or "buenos dias" into a translation
 box, and a model that has seen few such inputs reads a bare capitalised word as a name or a
-software label ("Hola" → "Hole", "Tren" → "Three": every fourth sentence of three words or fewer of
-the Tatoeba dev set lost its meaning without its final mark, BLEU 49.2 → 34.0, 2026-11-29). Two
-variants, each for a share of the pairs chosen by a hash of the source (so reruns agree, as
-placeholders.protect_share):
+software label ("Hola" → "Hole", "Tren" → "Three"). On the 472 pairs of four words or fewer of the
+Tatoeba dev set, the bundled Spanish→English model (beam 5, 2026-11-30) scored BLEU 51.7 as written,
+39.7 without the final marks and 34.0 with a lower-case first letter too. Two variants, each for
+a share of the pairs chosen by a hash of the source (so reruns agree, as placeholders.protect_share):
 
 - **unpunctuated**: the sentence-final marks of both sides dropped, with Spanish's opening "¿"
   and "¡"; both sides, so the model answers in the input's register ("Hola" → "Hello");
