@@ -128,6 +128,12 @@ class Glossary:
         src_groups = [g for g in all_src_groups if hyp.source_tokens[g[0]] != EOS_TOKEN]
         if len(src_groups) < max(o.end for o in occurrences) or hyp.alignment.shape[0] != len(hyp.target_tokens):
             return hyp                             # no alignment to place terms by (cannot happen for our own)
+        # a term inside a placeholder ("name" of "%(name)s", "NMERGE" of "--batch-size=NMERGE") is the
+        # program's text, not the sentence's
+        occurrences = [o for o in occurrences if not any(p in hyp.placeholder_sources
+                                                         for g in src_groups[o.start:o.end] for p in g)]
+        if not occurrences:
+            return hyp
         edits = self._place(hyp, occurrences, tgt_groups, len(src_groups))
         columns = {id(occ): [p for g in src_groups[occ.start:occ.end] for p in g] for _, _, occ in edits}
 
@@ -196,8 +202,10 @@ class Glossary:
         matches = sorted((Match(occ.entry, occ.text, target, occ.start, occ.end, word_of[a], word_of[b - 1] + 1,
                                 changed) for a, b, occ, target, changed in terms), key=lambda m: m.source_start)
         text = detokenize([p for p in pieces if p != EOS_TOKEN]) if any(m.changed for m in matches) else hyp.text
+        fixed = frozenset(k for k, w in enumerate(written) if isinstance(w, int) and w in hyp.placeholder_targets)
         rewritten = replace(hyp, text=text, target_tokens=pieces, token_log_probs=log_probs, alignment=alignment,
-                            glossary=matches if record else hyp.glossary, computed_quality=None, rewritten_from=hyp)
+                            glossary=matches if record else hyp.glossary, computed_quality=None, rewritten_from=hyp,
+                            placeholder_targets=fixed)
         rewritten.groups = (all_src_groups, new_groups)   # the cached_property's value, known here
         return rewritten
 
@@ -212,7 +220,8 @@ class Glossary:
         def ends_clause(t: int) -> bool:
             return _punctuation_suffix([hyp.target_tokens[i] for i in tgt_groups[t]]) > 0
 
-        claimed: set[int] = set()
+        # a placeholder put back is the program's text: no term replaces it
+        claimed = {t for t in words if any(i in hyp.placeholder_targets for i in tgt_groups[t])}
         edits = []                                 # (first word, last word or -1 for an insertion, occurrence)
         for occ in occurrences:
             mass = word_alpha[:, occ.start:occ.end].sum(axis=1).tolist()   # T_words: α on the occurrence

@@ -102,6 +102,10 @@ class Protector:
         restored = [self._original(t, originals) for t in target]
         return source, restored, alpha, origin, target
 
+    def is_sentinel(self, piece: str) -> bool:
+        """Whether a piece is a sentinel (with or without its word boundary)."""
+        return piece.removeprefix(WORD_BOUNDARY) in self.sentinels
+
     def text(self, pieces: list[str], originals: tuple[str, ...]) -> str:
         """The translation: placeholders the model wrote itself (not from a sentinel, so
         not in the source) are removed, then each sentinel becomes its original."""

@@ -35,6 +35,10 @@ class Hypothesis:
     alignment: np.ndarray          # α: target pieces x source pieces, rows sum to 1
     source_tokens: list[str]
     glossary: list = field(default_factory=list)   # glossary.Match: terms written into this hypothesis
+    # Pieces that are a source placeholder put back (placeholders.py), in the target and in the
+    # source: a glossary term or a kept name never replaces them, nor matches inside them.
+    placeholder_targets: frozenset[int] = frozenset()
+    placeholder_sources: frozenset[int] = frozenset()
     # The model's default hard-link rule and its threshold (manifest `hard_links`; `Translator.result` sets it).
     links_rule: tuple[str, float | None] = (DEFAULT_RULE, None)
     # Quality is computed on first use (a request that never reads it never pays for it).
@@ -224,7 +228,10 @@ class Translator:
                 # a removed sentinel takes its log-prob along; an inserted one was not generated: 0
                 log_probs = [finished.token_log_probs[i] if i >= 0 else 0.0 for i in origin]
                 output = self.protector.text([p for p in with_sentinels if p != EOS_TOKEN], search.protected)
+                fixed = (frozenset(i for i, p in enumerate(with_sentinels) if self.protector.is_sentinel(p)),
+                         frozenset(i for i, p in enumerate(source_tokens) if self.protector.is_sentinel(p)))
             else:
+                fixed = (frozenset(), frozenset())
                 sources, alignment, log_probs = source_tokens, finished.alignment, finished.token_log_probs
                 output = self.tokenizer.decode_pieces([p for t, p in zip(finished.tokens, pieces) if t != eos])
                 if self.sentinels is not None:
@@ -232,7 +239,7 @@ class Translator:
             translation.hypotheses.append(Hypothesis(
                 text=output, target_tokens=pieces, token_log_probs=log_probs, log_prob=finished.log_prob,
                 score=finished.score, alignment=alignment, source_tokens=sources, quality_model=quality,
-                links_rule=self.links_rule))
+                links_rule=self.links_rule, placeholder_targets=fixed[0], placeholder_sources=fixed[1]))
         if self.names is not None and keep_names is not False and search.forced is None:
             translation = self.names.apply(translation)
         return glossary.apply(translation) if glossary is not None else translation

@@ -138,6 +138,41 @@ def test_closing_punctuation_stays_where_the_model_put_it():
     assert done.text == "Naomi,"
 
 
+def test_a_term_never_replaces_a_placeholder_put_back():
+    # "%s" (target word 0) attends most to "nombre", as "name" does: the term takes "name" alone
+    alpha = np.array([[0.8, 0.1, 0.05, 0.05], [0.6, 0.3, 0.05, 0.05], [0.1, 0.1, 0.7, 0.1], [0.1, 0.1, 0.1, 0.7]])
+    hyp = Hypothesis("%s name .", ["▁%s", "▁name", "▁.", "</s>"], [-0.1] * 4, -0.4, -0.1, alpha,
+                     ["▁nombre", "▁%s", "▁.", "</s>"], placeholder_targets=frozenset({0}),
+                     placeholder_sources=frozenset({1}))
+    done = glossary(nombre="first name").apply(Translation("nombre %s .", hyp.source_tokens, [hyp])).best
+    assert done.text == "%s first name ." and done.placeholder_targets == {0}
+    # without the mark, the most attending word is the placeholder, and the term took its place
+    unmarked = Hypothesis("%s name .", hyp.target_tokens, [-0.1] * 4, -0.4, -0.1, alpha, hyp.source_tokens)
+    assert "%s" not in glossary(nombre="first name").apply(Translation("nombre %s .", hyp.source_tokens,
+                                                                      [unmarked])).best.text
+
+
+def test_a_term_inside_a_placeholder_is_left_to_the_program():
+    alpha = np.eye(4)
+    hyp = Hypothesis("%(name)s and name", ["▁%(name)s", "▁and", "▁name", "</s>"], [-0.1] * 4, -0.4, -0.1, alpha,
+                     ["▁%(name)s", "▁y", "▁name", "</s>"], placeholder_targets=frozenset({0}),
+                     placeholder_sources=frozenset({0}))
+    done = glossary(name="nombre").apply(Translation("%(name)s y name", hyp.source_tokens, [hyp])).best
+    assert done.text == "%(name)s and nombre" and [m.source_start for m in done.glossary] == [2]
+
+
+@pytest.mark.skipif(not (BUNDLED_MODEL.parent / "transformer-en-es" / "manifest.json").exists(),
+                    reason="no bundled English→Spanish model")
+def test_the_bundled_models_placeholders_survive_a_glossary_that_names_them():
+    from attnmt.service.inference.engine import Engine, EngineOptions
+    from attnmt.service.text.translator import Translator
+    english = Translator(Engine(BUNDLED_MODEL.parent / "transformer-en-es", EngineOptions(intra_op_threads=1)))
+    terms = glossary(name="nombre", SUFF="SUF")
+    done = english.translate(["Use %(name)s for the name", "append SUFF to %(SUFF)s"], glossary=terms)
+    assert "%(name)s" in done[0].best.text and "nombre" in done[0].best.text
+    assert "%(SUFF)s" in done[1].best.text and "SUF " in done[1].best.text
+
+
 # --- the bundled model and the Bible glossary ------------------------------------------
 
 @pytest.mark.skipif(not (BUNDLED_MODEL / "manifest.json").exists() or not (BIBLE / "test.es").exists(),
