@@ -14,6 +14,13 @@ def test_protect_numbers_placeholders_in_source_order():
     assert p.originals == ("%s", "%1$d", "{name}")
 
 
+def test_command_line_options_are_placeholders_and_hyphenated_words_are_not():
+    p = Protector(SPEC).protect("--connect-timeout=SECS set the timeout; use [-a|--all] or '--no-refresh'")
+    assert p.originals == ("--connect-timeout=SECS", "-a", "--all", "'--no-refresh'")
+    for prose in ("an e-mail to non-free lists", "a - b -- c", "-5 degrees", "x--y", "-Hola -dijo él"):
+        assert Protector(SPEC).protect(prose).originals == ()
+
+
 def test_more_placeholders_than_sentinels_stay_as_they_are():
     text = " ".join(f"%{i}$s" for i in range(1, 12))
     p = Protector(SPEC).protect(text)
