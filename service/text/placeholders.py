@@ -53,15 +53,21 @@ class Protector:
         self.fusing = re.compile(r"[%$]+(?=" + self.any_sentinel.pattern + ")")
 
     def protect(self, text: str) -> Protected:
-        """Sentinels for the first `max` placeholders (any beyond stay as they are)."""
-        originals: list[str] = []
-
-        def hide(m: re.Match) -> str:
-            if len(originals) == self.max:
-                return m.group(0)
-            originals.append(m.group(0))
-            return self.sentinel.format(len(originals))
-        return Protected(self.pattern.sub(hide, text), tuple(originals))
+        """Sentinels, numbered in source order, for the first `max` placeholders; with more than
+        that, the program's format directives and tags before its command-line options (a
+        usage line lists a dozen options, and a `%s` lost costs more than a `--all`). The rest
+        stay as they are."""
+        found = list(self.pattern.finditer(text))
+        if len(found) > self.max:
+            ranked = sorted(range(len(found)), key=lambda k: (_is_option(found[k].group()), k))
+            chosen = set(ranked[:self.max])
+            found = [m for k, m in enumerate(found) if k in chosen]
+        pieces, originals, at = [], [], 0
+        for m in found:
+            originals.append(m.group())
+            pieces += [text[at:m.start()], self.sentinel.format(len(originals))]
+            at = m.end()
+        return Protected("".join(pieces) + text[at:], tuple(originals))
 
     def restore(self, source_tokens: list[str], target_tokens: list[str], alignment: np.ndarray,
                 originals: tuple[str, ...]) -> tuple[list[str], list[str], np.ndarray, list[int]]:
@@ -123,6 +129,11 @@ class Protector:
         if n is None or n > len(originals):
             return piece
         return piece[:len(piece) - len(bare)] + originals[n - 1]
+
+
+def _is_option(placeholder: str) -> bool:
+    """A command-line option (`--all`, `'-n'`): the one kind of placeholder opening with a hyphen."""
+    return placeholder.lstrip("'\"`\u2018\u201c").startswith("-")
 
 
 def detokenize(pieces: list[str]) -> str:

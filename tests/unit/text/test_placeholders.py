@@ -21,6 +21,13 @@ def test_command_line_options_are_placeholders_and_hyphenated_words_are_not():
         assert Protector(SPEC).protect(prose).originals == ()
 
 
+def test_with_more_placeholders_than_sentinels_options_give_way_to_format_directives():
+    text = "usage: %s " + " ".join(f"[--opt{i}]" for i in range(10)) + " %d '%s'"
+    p = Protector(SPEC).protect(text)
+    assert p.originals == ("%s", *(f"--opt{i}" for i in range(7)), "%d", "'%s'")[:MAX_SENTINELS - 2] + ("%d", "'%s'")
+    assert p.text.startswith("usage: ⦃1⦄ [⦃2⦄]") and p.text.endswith("[--opt8] [--opt9] ⦃8⦄ ⦃9⦄")
+
+
 def test_more_placeholders_than_sentinels_stay_as_they_are():
     text = " ".join(f"%{i}$s" for i in range(1, 12))
     p = Protector(SPEC).protect(text)
