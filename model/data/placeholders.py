@@ -41,8 +41,9 @@ PATTERN = (
     # command-line options, long with their value's name (--connect-timeout=SECS) and short (-n): the
     # program's own words, which the English→Spanish model otherwise translated or cut in 169 of the
     # 1,154 software test messages that hold one ("--ca-directory=DIR" → "--ca-directorio=DIR");
-    # not a hyphen inside a word (e-mail, non-free) nor a dash between words
-    r"|(?<![\w-])(?:--[A-Za-z0-9][A-Za-z0-9-]*(?:=[A-Za-z_][A-Za-z0-9_-]*)?|-[A-Za-z](?![\w-]))"
+    # not a hyphen inside a word (e-mail, non-free) nor a dash between words, and a whole word or
+    # nothing ("--round=MÉTODO", never "--round=M")
+    r"|(?<![\w-])(?:--[A-Za-z0-9][A-Za-z0-9-]*(?:=[^\W\d][\w-]*)?|-[A-Za-z])(?![\w-])"
 )
 PLACEHOLDER = re.compile(PATTERN)
 SENTINEL = "\u2983{}\u2984"            # ⦃n⦄: one SentencePiece user symbol per number

@@ -17,7 +17,10 @@ def test_protect_numbers_placeholders_in_source_order():
 def test_command_line_options_are_placeholders_and_hyphenated_words_are_not():
     p = Protector(SPEC).protect("--connect-timeout=SECS set the timeout; use [-a|--all] or '--no-refresh'")
     assert p.originals == ("--connect-timeout=SECS", "-a", "--all", "'--no-refresh'")
-    for prose in ("an e-mail to non-free lists", "a - b -- c", "-5 degrees", "x--y", "-Hola -dijo él"):
+    # a value's name in any script is the option's, whole ("--round=M" would leave "ÉTODO" to the model)
+    p = Protector(SPEC).protect("--round=MÉTODO, --pages=PRIMERA_PÁGINA[:ÚLTIMA_PÁGINA] o --hash[=<n>]")
+    assert p.originals == ("--round=MÉTODO", "--pages=PRIMERA_PÁGINA", "--hash")
+    for prose in ("an e-mail to non-free lists", "a - b -- c", "-5 degrees", "x--y", "-Hola -dijo él", "--opción"):
         assert Protector(SPEC).protect(prose).originals == ()
 
 
