@@ -18,7 +18,7 @@ from typing import Callable
 import sacrebleu
 
 from attnmt.corpus.splits import read_split
-from attnmt.model.data.placeholders import find as find_placeholders
+from attnmt.model.data.placeholders import find_formats, find_options
 from attnmt.model.export.measured import update_manifest
 from attnmt.service.inference.engine import Engine, EngineOptions
 from attnmt.service.inference.search import SearchOptions
@@ -71,11 +71,12 @@ def paired_bootstrap(hyps: list[str], baseline: list[str], refs: list[str], samp
     return out
 
 
-def placeholders_kept(sources: list[str], hyps: list[str], find: Callable[[str], list[str]] = find_placeholders,
+def placeholders_kept(sources: list[str], hyps: list[str], find: Callable[[str], list[str]] = find_formats,
                       unit: str = "sentences") -> dict:
     """Of the sentences (`unit`) with placeholders (printf, brace, shell, inline tags; what
-    `find` finds), how many translations hold exactly the source's, as multisets; and how
-    many translations of sentences without any hold one (`ARG1 % ARG2` written `%ARG2`)."""
+    `find` finds: `find_options` for command-line options), how many translations hold exactly
+    the source's, as multisets; and how many translations of sentences without any hold one
+    (`ARG1 % ARG2` written `%ARG2`)."""
     having = [(s, h) for s, h in zip(sources, hyps) if find(s)]
     kept = sum(Counter(find(s)) == Counter(find(h)) for s, h in having)
     invented = sum(bool(find(h)) for s, h in zip(sources, hyps) if not find(s))
@@ -132,7 +133,8 @@ def evaluate(model_dir: Path, data_dir: Path, split: str = "test", beam: int = 5
         hyps = [t.best.text for t in translations[label]]
         (out / f"{split}.{label}.{m.target_language}").write_text("\n".join(hyps) + "\n", encoding="utf-8")
         report[label] = {**score(hyps, refs), "seconds": round(seconds, 1),
-                         "placeholders": placeholders_kept(sources, hyps)}
+                         "placeholders": placeholders_kept(sources, hyps),
+                         "options": placeholders_kept(sources, hyps, find_options)}
     best = [t.best.text for t in translations[f"beam{beam}"]]
     if baseline is not None:
         other = Path(baseline).read_text(encoding="utf-8").rstrip("\n").split("\n")
@@ -140,6 +142,7 @@ def evaluate(model_dir: Path, data_dir: Path, split: str = "test", beam: int = 5
     rule_based = apertium(sources, apertium_pair(m.source_language, m.target_language))
     if rule_based is not None:
         report["apertium"] = {**score(rule_based, refs), "placeholders": placeholders_kept(sources, rule_based),
+                              "options": placeholders_kept(sources, rule_based, find_options),
                               "paired": {"against": f"beam{beam}", **paired_bootstrap(rule_based, best, refs)}}
 
     for n in range(min(heatmaps, len(pairs))):

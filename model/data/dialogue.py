@@ -37,7 +37,7 @@ from attnmt.model.data.gettext import (
     read_package_list,
     strip_accelerators,
 )
-from attnmt.model.data.placeholders import PATTERN as PLACEHOLDER_PATTERN
+from attnmt.model.data.placeholders import FORMATS as PLACEHOLDER_PATTERN
 
 PACKAGE_LIST = Path(__file__).parents[1] / "configs" / "dialogue-packages.txt"
 # Wesnoth's catalogs other than the campaigns' and the tutorial's: the engine's interface

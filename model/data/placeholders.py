@@ -28,7 +28,7 @@ ELEMENTS = ("a", "abbr", "b", "big", "blockquote", "br", "center", "cite", "code
             "pre", "q", "s", "samp", "small", "span", "strike", "strong", "sub", "sup", "table", "tbody", "td", "th",
             "thead", "tr", "tt", "u", "ul", "var")
 
-PATTERN = (
+FORMATS = (
     r"%<PRI[a-zA-Z0-9]+>"                                               # %<PRIu64> (gettext's inttypes)
     r"|%(?:\d+\$)?[-+0#']*(?:\d+|\*(?:\d+\$)?)?(?:\.(?:\d+|\*(?:\d+\$)?))?"
     r"(?:hh|h|ll|l|L|q|j|z|Z|t|I64|I32|I)?[diouxXeEfFgGaAcspnm%DETFVKHJB]"  # printf, gcc's %qD, bfd's %B
@@ -38,14 +38,17 @@ PATTERN = (
     r"|\{\{[^{}\s]+\}\}|\{[A-Za-z0-9_.\-]*(?::[^{}\s]*)?\}"            # {{var}}, {0}, {name}, {}
     r"|\$\{[A-Za-z_][A-Za-z0-9_]*\}|\$\([A-Za-z0-9_]+\)|\$[A-Za-z_][A-Za-z0-9_]*"  # ${VAR} $(ARG) $VAR
     r"|</?(?i:" + "|".join(ELEMENTS) + r")(?:\s+[^<>]*)?/?>"          # inline tags: HTML/Pango elements
-    # command-line options, long with their value's name (--connect-timeout=SECS) and short (-n): the
-    # program's own words, which the English→Spanish model otherwise translated or cut in 169 of the
-    # 1,154 software test messages that hold one ("--ca-directory=DIR" → "--ca-directorio=DIR");
-    # not a hyphen inside a word (e-mail, non-free) nor a dash between words, and a whole word or
-    # nothing ("--round=MÉTODO", never "--round=M")
-    r"|(?<![\w-])(?:--[A-Za-z0-9][A-Za-z0-9-]*(?:=[^\W\d][\w-]*)?|-[A-Za-z])(?![\w-])"
 )
+# Command-line options, long with their value's name (--connect-timeout=SECS) and short (-n): the
+# program's own words, which the English→Spanish model otherwise translated or cut in 206 of the
+# 1,130 software test messages that hold one ("--ca-directory=DIR" → "--ca-directorio=DIR"). Not a
+# hyphen inside a word (e-mail, non-free) nor a dash between words, and a whole word or nothing
+# ("--round=MÉTODO", never "--round=M"). Protected as the others are, and counted apart: a format
+# directive lost breaks the program (msgfmt --check refuses it), an option lost its documentation.
+OPTIONS = r"(?<![\w-])(?:--[A-Za-z0-9][A-Za-z0-9-]*(?:=[^\W\d][\w-]*)?|-[A-Za-z])(?![\w-])"
+PATTERN = FORMATS + "|" + OPTIONS
 PLACEHOLDER = re.compile(PATTERN)
+OPTION = re.compile(OPTIONS)
 SENTINEL = "\u2983{}\u2984"            # ⦃n⦄: one SentencePiece user symbol per number
 MAX_SENTINELS = 9
 SENTINELS = [SENTINEL.format(n) for n in range(1, MAX_SENTINELS + 1)]
@@ -53,6 +56,15 @@ SENTINELS = [SENTINEL.format(n) for n in range(1, MAX_SENTINELS + 1)]
 
 def find(text: str) -> list[str]:
     return PLACEHOLDER.findall(text)
+
+
+def find_formats(text: str) -> list[str]:
+    """The placeholders other than command-line options: format directives, variables, tags."""
+    return [p for p in find(text) if not OPTION.fullmatch(p)]
+
+
+def find_options(text: str) -> list[str]:
+    return [p for p in find(text) if OPTION.fullmatch(p)]
 
 
 def protect_pair(source: str, target: str) -> tuple[str, str] | None:

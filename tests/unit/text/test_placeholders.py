@@ -31,6 +31,15 @@ def test_with_more_placeholders_than_sentinels_options_give_way_to_format_direct
     assert p.text.startswith("usage: ⦃1⦄ [⦃2⦄]") and p.text.endswith("[--opt8] [--opt9] ⦃8⦄ ⦃9⦄")
 
 
+def test_evaluations_count_options_apart_from_format_directives():
+    from attnmt.bench.evaluate import placeholders_kept
+    from attnmt.model.data.placeholders import find_options
+    sources = ["--all: show %s", "-n STRING sets %d", "no placeholder here"]
+    hyps = ["--all: muestra %s", "-nCADENA fija %d", "ninguno %s"]
+    assert placeholders_kept(sources, hyps) == {"sentences": 2, "kept": 2, "share": 1.0, "invented": 1}
+    assert placeholders_kept(sources, hyps, find_options) == {"sentences": 2, "kept": 1, "share": 0.5, "invented": 0}
+
+
 def test_more_placeholders_than_sentinels_stay_as_they_are():
     text = " ".join(f"%{i}$s" for i in range(1, 12))
     p = Protector(SPEC).protect(text)
