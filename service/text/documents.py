@@ -4,7 +4,8 @@ character offsets in the entry as sent and in the text returned.
 
 Splitting is Wikimedia's sentencex (it knows "Sr.", "Dra.", "EE. UU." and ¿…? ¡…!;
 pysbd splits "El Sr. | García"). In plain text every line break also
-ends a sentence, so the layout comes back as it was; in HTML a line break is only
+ends a sentence, and when sentences are split so does a run of spaces or a tab inside a line (a
+`--help` screen's columns), so the layout comes back as it was; in HTML a line break is only
 whitespace (LibreTranslate #288) and block elements end sentences (`markup.py`).
 
 An entry becomes a `Reading` (what to translate, `sentences`); its translations
@@ -19,6 +20,7 @@ translated (`Translator.copies`): a model writes words around one.
 from __future__ import annotations
 
 import bisect
+import re
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -33,6 +35,7 @@ from attnmt.service.text.offsets import Span, shifted, word_spans
 from attnmt.service.text.translator import Translation, Translator, normalise
 
 LINE_BREAKS = set("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
+_COLUMN_GAP = re.compile(r"(?<=\S)(?: {2,}|[ ]*\t[ \t]*)(?=\S)")
 
 
 @dataclass
@@ -63,11 +66,16 @@ def single(translation: Translation) -> SentenceResult:
 def sentence_spans(text: str, breaks: set[int], language: str, split: bool, line_breaks: bool,
                    check: Callable[[], None] | None = None) -> list[Span]:
     """Sentences of `text`, whitespace trimmed, none crossing a break (or, with
-    `line_breaks`, a line break); with `split` sentencex splits between breaks too.
+    `line_breaks`, a line break); with `split` sentencex splits between breaks too, and with
+    both a run of two spaces or more, or a tab, inside a line ends one.
     `check` is called before each piece between breaks; what it raises stops the split."""
     cuts = {0, len(text), *breaks}
     if line_breaks:
         cuts.update(i for i, c in enumerate(text) if c in LINE_BREAKS)
+    if line_breaks and split:
+        # a run of spaces or a tab inside a line lays out columns ("  -a, --all     show all"):
+        # each column is translated apart and the run kept, so the layout comes back
+        cuts.update(m.start() for m in _COLUMN_GAP.finditer(text))
     spans: list[Span] = []
     ordered = sorted(cuts)
     for start, end in zip(ordered, ordered[1:]):
