@@ -3,8 +3,8 @@ back together between its original whitespace and line breaks, with every word's
 character offsets in the entry as sent and in the text returned.
 
 Splitting is Wikimedia's sentencex (it knows "Sr.", "Dra.", "EE. UU." and ¿…? ¡…!;
-pysbd splits "El Sr. | García"). In plain text every line break also
-ends a sentence, and when sentences are split so does a run of spaces or a tab inside a line (a
+pysbd splits "El Sr. | García"). In plain text every line break also ends a sentence, and
+when sentences are split so does a run of three spaces or more or a tab inside a line (a
 `--help` screen's columns), so the layout comes back as it was; in HTML a line break is only
 whitespace (LibreTranslate #288) and block elements end sentences (`markup.py`).
 
@@ -35,7 +35,9 @@ from attnmt.service.text.offsets import Span, shifted, word_spans
 from attnmt.service.text.translator import Translation, Translator, normalise
 
 LINE_BREAKS = set("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
-_COLUMN_GAP = re.compile(r"(?<=\S)(?: {2,}|[ ]*\t[ \t]*)(?=\S)")
+# Three spaces or more, or a tab: two alone are a typo in prose ("This is  a test") unless a mark
+# ends the clause before them (GNU's two spaces after a sentence)
+_COLUMN_GAP = re.compile(r"(?<=\S)(?: {3,}|[ ]*\t[ \t]*)(?=\S)|(?<=[.!?:;]) {2}(?=\S)")
 
 
 @dataclass
@@ -67,7 +69,7 @@ def sentence_spans(text: str, breaks: set[int], language: str, split: bool, line
                    check: Callable[[], None] | None = None) -> list[Span]:
     """Sentences of `text`, whitespace trimmed, none crossing a break (or, with
     `line_breaks`, a line break); with `split` sentencex splits between breaks too, and with
-    both a run of two spaces or more, or a tab, inside a line ends one.
+    both a column gap inside a line (`_COLUMN_GAP`) ends one.
     `check` is called before each piece between breaks; what it raises stops the split."""
     cuts = {0, len(text), *breaks}
     if line_breaks:

@@ -50,10 +50,10 @@ def test_line_breaks_end_sentences_in_plain_text_only_when_asked():
 
 def test_columns_laid_out_with_spaces_or_tabs_are_translated_apart():
     text = "  -a, --all         do not ignore entries\n      --block-size=SIZE\tscale sizes by SIZE One  two"
-    assert sentences(text) == ["-a, --all", "do not ignore entries", "--block-size=SIZE", "scale sizes by SIZE One",
-                               "two"]
-    assert sentences("Una frase con un espacio doble, y  otro.", split=False) == [
-        "Una frase con un espacio doble, y  otro."]
+    assert sentences(text) == ["-a, --all", "do not ignore entries", "--block-size=SIZE",
+                               "scale sizes by SIZE One  two"]
+    assert sentences("Una frase con un espacio doble, y  otro.") == ["Una frase con un espacio doble, y  otro."]
+    assert sentences("Un programa;  imprime datos.") == ["Un programa;", "imprime datos."]
 
 
 def test_word_spans_survive_normalisation_and_unknown_pieces():
