@@ -4,8 +4,8 @@ character offsets in the entry as sent and in the text returned.
 
 Splitting is Wikimedia's sentencex (it knows "Sr.", "Dra.", "EE. UU." and ¿…? ¡…!;
 pysbd splits "El Sr. | García"). In plain text every line break also ends a sentence, and
-when sentences are split so does a run of three spaces or more or a tab inside a line (a
-`--help` screen's columns), so the layout comes back as it was; in HTML a line break is only
+when sentences are split so does a column gap inside a line (three spaces or more, a tab, or two
+after a clause's mark: a `--help` screen's columns), so the layout comes back as it was; in HTML a line break is only
 whitespace (LibreTranslate #288) and block elements end sentences (`markup.py`).
 
 An entry becomes a `Reading` (what to translate, `sentences`); its translations

@@ -212,6 +212,9 @@ class Translator:
         eos = self.engine.eos_id
         quality = (self.alignment_quality if search.forced is not None
                    else self.greedy_quality if search.options.beam_size == 1 else self.quality)
+        # the source's sentinel pieces, the same for every hypothesis
+        placeholder_sources = (frozenset(i for i, p in enumerate(source_tokens) if self.protector.is_sentinel(p))
+                               if search.protected else frozenset())
         for finished in search.best():
             if self.shift_att:
                 finished = replace(finished, alignment=shift_att(finished.alignment))
@@ -228,10 +231,10 @@ class Translator:
                 # a removed sentinel takes its log-prob along; an inserted one was not generated: 0
                 log_probs = [finished.token_log_probs[i] if i >= 0 else 0.0 for i in origin]
                 output = self.protector.text([p for p in with_sentinels if p != EOS_TOKEN], search.protected)
-                fixed = (frozenset(i for i, p in enumerate(with_sentinels) if self.protector.is_sentinel(p)),
-                         frozenset(i for i, p in enumerate(source_tokens) if self.protector.is_sentinel(p)))
+                placeholder_targets = frozenset(i for i, p in enumerate(with_sentinels)
+                                                if self.protector.is_sentinel(p))
             else:
-                fixed = (frozenset(), frozenset())
+                placeholder_targets = frozenset()
                 sources, alignment, log_probs = source_tokens, finished.alignment, finished.token_log_probs
                 output = self.tokenizer.decode_pieces([p for t, p in zip(finished.tokens, pieces) if t != eos])
                 if self.sentinels is not None:
@@ -239,7 +242,8 @@ class Translator:
             translation.hypotheses.append(Hypothesis(
                 text=output, target_tokens=pieces, token_log_probs=log_probs, log_prob=finished.log_prob,
                 score=finished.score, alignment=alignment, source_tokens=sources, quality_model=quality,
-                links_rule=self.links_rule, placeholder_targets=fixed[0], placeholder_sources=fixed[1]))
+                links_rule=self.links_rule, placeholder_targets=placeholder_targets,
+                placeholder_sources=placeholder_sources))
         if self.names is not None and keep_names is not False and search.forced is None:
             translation = self.names.apply(translation)
         return glossary.apply(translation) if glossary is not None else translation
