@@ -105,8 +105,34 @@ class Protector:
             target.insert(at, WORD_BOUNDARY + self.sentinel.format(n))
             origin.insert(at, -1)
             alpha = np.concatenate([alpha[:at], row, alpha[at:]])
+        self._reopen_gaps(source_tokens, target, len(originals))
         restored = [self._original(t, originals) for t in target]
         return source, restored, alpha, origin, target
+
+    def _reopen_gaps(self, source_tokens: list[str], target: list[str], count: int) -> None:
+        """A word boundary, in place, wherever the model glued a word to a sentinel that the source
+        keeps apart from its neighbours: "-n STRING" came back "-nCADENA" and "-V -V" as "-V-V".
+        Punctuation stays glued ("%s:"), and nothing the source glues is pulled apart."""
+        gap_before, gap_after = set(), set()
+        for j, piece in enumerate(source_tokens):
+            n = self.sentinels.get(piece.removeprefix(WORD_BOUNDARY))
+            if n is None:
+                continue
+            if j == 0 or piece.startswith(WORD_BOUNDARY) or source_tokens[j - 1] == WORD_BOUNDARY:
+                gap_before.add(n)
+            if j + 1 < len(source_tokens) and source_tokens[j + 1].startswith(WORD_BOUNDARY):
+                gap_after.add(n)
+        for i, piece in enumerate(target):
+            n = self.sentinels.get(piece.removeprefix(WORD_BOUNDARY))
+            if n is None or n > count:
+                continue
+            if (n in gap_before and i > 0 and not piece.startswith(WORD_BOUNDARY) and target[i - 1] != WORD_BOUNDARY
+                    and (target[i - 1][-1:].isalnum() or self.is_sentinel(target[i - 1]))):
+                target[i] = WORD_BOUNDARY + piece
+            if (n in gap_after and i + 1 < len(target) and target[i + 1] != "</s>"
+                    and not target[i + 1].startswith(WORD_BOUNDARY)
+                    and (target[i + 1][:1].isalnum() or self.is_sentinel(target[i + 1]))):
+                target[i + 1] = WORD_BOUNDARY + target[i + 1]
 
     def is_sentinel(self, piece: str) -> bool:
         """Whether a piece is a sentinel (with or without its word boundary)."""

@@ -101,3 +101,18 @@ def test_quotation_marks_around_a_placeholder_are_hidden_with_it():
     assert p.text == "failed to flush ⦃1⦄, use ⦃2⦄ or ⦃3⦄ and ⦃4⦄ ⦃5⦄, not 'a ⦃6⦄'"
     # marks the model wrote around a restored one are not doubled by the restoring
     assert Protector(SPEC).text(["▁no", "▁se", "▁pudo", "▁vaciar", "▁⦃1⦄"], ("'%s'",)) == "no se pudo vaciar '%s'"
+
+
+def test_a_word_the_model_glued_to_a_sentinel_is_set_apart_where_the_source_has_a_gap():
+    source = ["▁Use", "▁", "⦃1⦄", "▁", "⦃2⦄", "▁", "STRING", "▁or", "▁", "⦃3⦄", ":", "▁x", "</s>"]
+    target = ["▁Usa", "▁", "⦃1⦄", "⦃2⦄", "C", "ADENA", "▁o", "⦃3⦄", ":", "▁x", "</s>"]
+    _, restored, a, origin, _ = restore(source, target, np.full((11, 13), 1 / 13), ("-V", "-n", "%s"))
+    assert detokenize(restored[:-1]) == "Usa -V -n CADENA o %s: x"
+    assert len(restored) == a.shape[0] == len(origin) == 11
+
+
+def test_what_the_source_glues_to_a_sentinel_stays_glued():
+    source = ["▁--", "size", "=", "⦃1⦄", "B", "▁y", "▁", "⦃2⦄", "⦃3⦄", "</s>"]
+    target = ["▁--", "size", "=", "⦃1⦄", "B", "▁and", "▁", "⦃2⦄", "⦃3⦄", "</s>"]
+    _, restored, *_ = restore(source, target, np.full((10, 10), 0.1), ("%d", "%s", "%%"))
+    assert detokenize(restored[:-1]) == "--size=%dB and %s%%"
