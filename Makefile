@@ -61,6 +61,11 @@ install: $(VENV)/.dev
 serve: $(VENV)/.runtime
 	$(BIN)/attnmt serve $(foreach m,$(SERVE_MODELS),--model $(m))
 
+# The suite runs in TEST_WORKERS processes (pytest-xdist), each test file in one of them, so that a file's
+# servers and fixtures stay together; then the tests marked `serial` (pyproject.toml) alone.
+# `make test TEST_WORKERS=0` runs all of it in one process.
+TEST_WORKERS ?= 2
+
 # Debian `prometheus`: promtool checks the live /metrics scrape and the alert rules, and
 # the prometheus server scrapes a live attnmt serve in tests/integration/test_prometheus_live.py.
 test: $(VENV)/.dev
@@ -68,7 +73,8 @@ test: $(VENV)/.dev
 		|| echo "promtool could not be installed: the promtool checks will be skipped"
 # The linter ([tool.ruff] in pyproject.toml) runs before the tests.
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m 'not serial'
+	$(BIN)/python -m pytest -q -m serial
 
 # General Spanish from files no package registry carries, each taken from a path or its upstream
 # address and checked against the sha256 of the version its card documents (model/data/upstream.py).

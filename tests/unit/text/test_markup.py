@@ -406,6 +406,7 @@ def placement_seconds(markup: str, runs: int = 5) -> float:
     return best
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("markup", [WIDE, DEEP, ATTRIBUTES], ids=["siblings", "depth", "alt-title"])
 def test_placing_twice_the_elements_takes_at_most_twice_as_long(markup):
     # Interleaved best-of-5 timings, so that a busy machine slows both sizes alike. A scan of
