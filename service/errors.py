@@ -70,6 +70,19 @@ class StreamIdle(AttnmtError):
     code = "DEADLINE_EXCEEDED"
 
 
+def quoted(value: str, limit: int = 64) -> str:
+    """A client's value as an error message quotes it: repr'd, and cut to `limit` characters so
+    that a message never repeats a whole body or header back (nor, over gRPC, outgrows the
+    status's trailer: a 20,000-character model name would end the call RESOURCE_EXHAUSTED)."""
+    return repr(value) if len(value) <= limit else f"{value[:limit]!r}... ({len(value)} characters)"
+
+
+def clipped(message: str, limit: int = 300) -> str:
+    """A message another library wrote, quoting what it read (protobuf's json_format quotes the
+    value whole), or a client's value quoted as it is, cut to `limit` characters."""
+    return message if len(message) <= limit else f"{message[:limit]}... ({len(message)} characters)"
+
+
 def code_of(error: BaseException) -> str:
     """The status of `error`: a domain error's own; INTERNAL for anything else (a bug, not the
     caller's doing)."""

@@ -22,7 +22,8 @@ from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 
-from attnmt.service.http.errors import CallEnded, invalid, quoted
+from attnmt.service.errors import quoted
+from attnmt.service.http.errors import CallEnded, invalid
 
 # arrays and objects inside one another in a body, the body's own object counted: the proto's
 # messages nest 3 deep (TranslateRequest.glossary[].source), protobuf's parser recurses per level

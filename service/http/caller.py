@@ -10,7 +10,8 @@ import re
 
 import grpc
 
-from attnmt.service.http.errors import CallEnded, quoted
+from attnmt.service.errors import quoted
+from attnmt.service.http.errors import CallEnded
 
 GRPC_TIMEOUT_UNITS = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
 # ASCII digits only: str.isdigit() also takes "²", which int() refuses

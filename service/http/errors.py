@@ -23,7 +23,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from attnmt.service.errors import AttnmtError, Overloaded, code_of, public_message
+from attnmt.service.errors import AttnmtError, Overloaded, clipped, code_of, public_message
 
 log = logging.getLogger("attnmt")
 
@@ -90,18 +90,6 @@ def ended(error: Exception) -> CallEnded:
 
 def invalid(message: str) -> CallEnded:
     return CallEnded(grpc.StatusCode.INVALID_ARGUMENT, message)
-
-
-def quoted(value: str, limit: int = 64) -> str:
-    """A client's value as an error message quotes it: repr'd, and cut to `limit` characters so
-    that a message never repeats a whole body or header back."""
-    return repr(value) if len(value) <= limit else f"{value[:limit]!r}... ({len(value)} characters)"
-
-
-def clipped(message: str, limit: int = 300) -> str:
-    """A message another library wrote, quoting what it read (protobuf's json_format quotes the
-    value whole), cut to `limit` characters."""
-    return message if len(message) <= limit else f"{message[:limit]}... ({len(message)} characters)"
 
 
 class JSONResponse(Response):

@@ -20,11 +20,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from attnmt.service.errors import AttnmtError, InvalidInput
+from attnmt.service.errors import AttnmtError, InvalidInput, clipped
 from attnmt.service.http import body
 from attnmt.service.http.caller import timeout_of
 from attnmt.service.http.download import attachment
-from attnmt.service.http.errors import CallEnded, JSONResponse, clipped, invalid
+from attnmt.service.http.errors import CallEnded, JSONResponse, invalid
 from attnmt.service.server.routing import AUTO
 from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.text import files, language

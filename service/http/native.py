@@ -17,9 +17,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from attnmt.service.errors import clipped, quoted
 from attnmt.service.http import body, jsonpb
 from attnmt.service.http.download import attachment
-from attnmt.service.http.errors import JSONResponse, clipped, quoted
+from attnmt.service.http.errors import JSONResponse
 from attnmt.service.stubs import translator_pb2 as pb
 
 # A reply's JSON is written on the event loop up to this size (protobuf bytes), beyond it on a

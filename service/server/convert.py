@@ -7,7 +7,7 @@ import functools
 import json
 import math
 
-from attnmt.service.errors import InvalidInput
+from attnmt.service.errors import InvalidInput, quoted
 from attnmt.service.inference.search import SearchOptions
 from attnmt.service.modeldir.links import DEFAULT_RULE
 from attnmt.service.modeldir.links import format_pharaoh as pharaoh
@@ -92,7 +92,7 @@ def glossary(entries, name: str, named: dict[str, Glossary], max_entries: int, f
                            "(max_glossary_entries); store a large glossary on the server (glossary_name)")
     stored = named.get(name) if name else None
     if name and stored is None:
-        raise InvalidInput(f"{field}glossary_name: no glossary {name!r} on this server"
+        raise InvalidInput(f"{field}glossary_name: no glossary {quoted(name)} on this server"
                            + (f"; stored: {', '.join(sorted(named))}" if named else ""))
     if not entries:
         return stored

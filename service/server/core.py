@@ -27,6 +27,7 @@ from attnmt.service.errors import (
     ModelNotFound,
     ResponseTooLarge,
     Unavailable,
+    quoted,
 )
 from attnmt.service.inference.search import Search, SearchOptions
 from attnmt.service.server import convert
@@ -130,7 +131,7 @@ class Core:
     def get_model(self, name: str) -> pb.ModelInfo:
         served = self.models.get(name or self.default)
         if served is None:
-            raise ModelNotFound(f"model {name!r} is not served here; served: {', '.join(sorted(self.models))}")
+            raise ModelNotFound(f"model {quoted(name)} is not served here; served: {', '.join(sorted(self.models))}")
         return convert.model_info_pb(served.translator, self.settings, (name or self.default) == self.default)
 
     def rejected(self, error: AttnmtError, sentences: int = 1) -> None:

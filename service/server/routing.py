@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from attnmt.service.errors import InvalidInput, ModelNotFound
+from attnmt.service.errors import InvalidInput, ModelNotFound, clipped, quoted
 from attnmt.service.text import language
 
 AUTO = "auto"
@@ -102,13 +102,14 @@ class LanguagePairs:
         source, target = self.code(source), self.code(target)
         if model:
             if model not in self.pair_of:
-                raise ModelNotFound(f"model {model!r} is not served here; served: {', '.join(sorted(self.pair_of))}")
+                raise ModelNotFound(f"model {quoted(model)} is not served here; "
+                                    f"served: {', '.join(sorted(self.pair_of))}")
             s, t = self.pair_of[model]
             if source not in ("", AUTO, s) or target not in ("", t):
                 # what the request asked, as it asked it ("not es->es" named a pair nobody sent)
-                asked = (f"{source}->{target}" if source not in ("", AUTO) and target else
-                         f"from {source}" if source not in ("", AUTO) else f"into {target}")
-                raise InvalidInput(f"model {model!r} translates {s}->{t}, not {asked}; "
+                asked = (f"{_said(source)}->{_said(target)}" if source not in ("", AUTO) and target else
+                         f"from {_said(source)}" if source not in ("", AUTO) else f"into {_said(target)}")
+                raise InvalidInput(f"model {quoted(model)} translates {s}->{t}, not {asked}; "
                                    "leave out model or the language pair, or send one that agrees")
             return Route(model, s, t, self._detect([s], texts) if source == AUTO else None)
         if not source and not target:
@@ -117,7 +118,7 @@ class LanguagePairs:
         if source == AUTO:
             candidates = self.sources_into(target) if target else self.sources
             if not candidates:
-                raise self._unserved(f"into {target}")
+                raise self._unserved(f"into {_said(target)}")
             detected = self._detect(candidates, texts)
             source = detected.language
         if not target:
@@ -126,7 +127,7 @@ class LanguagePairs:
             source = self._only(target, self.sources_into(target), "from", "source_language")
         name = self.model_of.get((source, target))
         if name is None:
-            raise self._unserved(f"{source}->{target}")
+            raise self._unserved(f"{_said(source)}->{_said(target)}")
         return Route(name, source, target, detected)
 
     def _unserved(self, what: str) -> InvalidInput:
@@ -138,7 +139,7 @@ class LanguagePairs:
         if len(codes) == 1:
             return codes[0]
         if not codes:
-            raise self._unserved(f"{'from' if direction == 'into' else 'into'} {code}")
+            raise self._unserved(f"{'from' if direction == 'into' else 'into'} {_said(code)}")
         raise InvalidInput(f"{code} is translated {direction} {', '.join(codes)}: set {field}")
 
     def _detect(self, candidates: list[str], texts: Sequence[str]) -> Detection:
@@ -148,3 +149,9 @@ class LanguagePairs:
         probability = dict(language.detect(" ".join(texts), top=len(language.LANGUAGES)))
         best = max(candidates, key=lambda code: (probability.get(code, 0.0), code == self.default_pair[0]))
         return Detection(best, probability.get(best, 0.0))
+
+
+def _said(tag: str) -> str:
+    """A language tag as a refusal quotes it: as sent, cut short (a message never repeats a
+    whole field back, and over gRPC must fit the status's trailer)."""
+    return clipped(tag, 64)

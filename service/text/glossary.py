@@ -154,7 +154,7 @@ class Glossary:
             start = len(written)
             written.extend((word if attached and n == 0 else WORD_BOUNDARY + word, row)
                            for n, word in enumerate(target.split()))
-            terms.append((start, len(written), occ, target, old.strip().casefold() != target.casefold()))
+            terms.append((start, len(written), occ, target, not _same_term(old.strip(), target)))
 
         by_word: dict[int, list[tuple[int, Occurrence]]] = {}
         for first, last, occ in edits:
@@ -248,6 +248,12 @@ class Glossary:
                 after = max(attention, key=attention.get) if attention else -1
                 edits.append((after, -1, occ))
         return sorted(edits, key=lambda e: e[0])
+
+
+def _same_term(written: str, term: str) -> bool:
+    """Whether the model wrote the term already: exactly, or but for its first letter's case (a
+    sentence's first word). "home" is not "HOME", nor "github" "GitHub": those are written over."""
+    return written[1:] == term[1:] and written[:1].casefold() == term[:1].casefold()
 
 
 def _is_punctuation(piece: str) -> bool:

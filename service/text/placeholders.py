@@ -48,6 +48,9 @@ class Protector:
         self.max = int(spec["max"])
         self.sentinels = {self.sentinel.format(n): n for n in range(1, self.max + 1)}
         self.any_sentinel = re.compile(re.escape(self.sentinel).replace(r"\{\}", r"\d+"))
+        # What is hidden: the placeholders, and a sentinel the user typed ("⦃1⦄"), which would
+        # otherwise be read as one of ours and come back as another placeholder, or not at all.
+        self.hidden = re.compile(f"{self.any_sentinel.pattern}|{self.pattern.pattern}")
         # A '%' or '$' the model wrote right before a sentinel would fuse with the
         # placeholder put there ('%' + '%s' reads as '%%' 's').
         self.fusing = re.compile(r"[%$]+(?=" + self.any_sentinel.pattern + ")")
@@ -57,9 +60,11 @@ class Protector:
         that, the program's format directives and tags before its command-line options (a
         usage line lists a dozen options, and a `%s` lost costs more than a `--all`). The rest
         stay as they are."""
-        found = list(self.pattern.finditer(text))
+        found = list(self.hidden.finditer(text))
         if len(found) > self.max:
-            ranked = sorted(range(len(found)), key=lambda k: (_is_option(found[k].group()), k))
+            # a typed sentinel first of all: left in the text, it would pass for one of ours
+            ranked = sorted(range(len(found)), key=lambda k: (not self.any_sentinel.fullmatch(found[k].group()),
+                                                              _is_option(found[k].group()), k))
             chosen = set(ranked[:self.max])
             found = [m for k, m in enumerate(found) if k in chosen]
         pieces, originals, at = [], [], 0

@@ -237,7 +237,7 @@ class Translator:
                 placeholder_targets = frozenset()
                 sources, alignment, log_probs = source_tokens, finished.alignment, finished.token_log_probs
                 output = self.tokenizer.decode_pieces([p for t, p in zip(finished.tokens, pieces) if t != eos])
-                if self.sentinels is not None:
+                if self.sentinels is not None and search.forced is None:   # a forced target is the caller's text
                     output = self.sentinels.without_sentinels(output)
             translation.hypotheses.append(Hypothesis(
                 text=output, target_tokens=pieces, token_log_probs=log_probs, log_prob=finished.log_prob,

@@ -284,3 +284,12 @@ def test_cli_glossary_offline_and_through_a_server(glossary_server, tiny_model, 
                             glossary_server.address, "--glossary-name", "pets", "gato vidas kasa ."],
                            capture_output=True, text=True, check=True)
     assert named.stdout.strip() == "the kitten sees the house ."
+
+
+def test_a_term_the_model_wrote_in_another_case_is_written_as_given():
+    # "dog" is not "DOG" (nor "github" "GitHub"): only a first letter's case may differ (a sentence's start)
+    alpha = np.array([[0.8, 0.1, 0.05, 0.05], [0.1, 0.8, 0.05, 0.05], [0.1, 0.1, 0.7, 0.1], [0.1, 0.1, 0.1, 0.7]])
+    hyp = Hypothesis("the dog .", ["▁the", "▁dog", "▁.", "</s>"], [-0.1] * 4, -0.4, -0.1, alpha,
+                     ["▁kasa", "▁peru", "▁.", "</s>"])
+    done = glossary(peru="DOG").apply(Translation("kasa peru .", hyp.source_tokens, [hyp])).best
+    assert done.text == "the DOG ." and done.glossary[0].changed

@@ -116,3 +116,12 @@ def test_what_the_source_glues_to_a_sentinel_stays_glued():
     target = ["▁--", "size", "=", "⦃1⦄", "B", "▁and", "▁", "⦃2⦄", "⦃3⦄", "</s>"]
     _, restored, *_ = restore(source, target, np.full((10, 10), 0.1), ("%d", "%s", "%%"))
     assert detokenize(restored[:-1]) == "--size=%dB and %s%%"
+
+
+def test_a_sentinel_the_user_typed_is_hidden_as_a_placeholder():
+    # left in the text, "⦃2⦄" would read as the sentinel of "%d" and come back as it (or be dropped)
+    p = Protector(SPEC).protect("Pulsa ⦃2⦄ y luego %s y %d; ⦃12⦄.")
+    assert p.text == "Pulsa ⦃1⦄ y luego ⦃2⦄ y ⦃3⦄; ⦃4⦄."
+    assert p.originals == ("⦃2⦄", "%s", "%d", "⦃12⦄")
+    crowded = Protector(SPEC).protect(" ".join(f"%{i}$s" for i in range(1, 12)) + " ⦃3⦄")
+    assert "⦃3⦄" in crowded.originals                       # hidden first when sentinels run short
