@@ -21,7 +21,11 @@ from attnmt.service.text.alignment import EOS_TOKEN, aggregate_to_words, hard_pa
 from attnmt.service.text.placeholders import Protector
 from attnmt.service.text.quality import Quality, QualityModel
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+# Control characters, and the invisible ones SentencePiece's normaliser (nmt_nfkc) reads as a word break
+# (zero-width space and non-joiner, the direction marks, a byte-order mark inside the text) and its own
+# marks (U+2581, U+FFFD): as spaces, the words a glossary or the names find by splitting the text are
+# the tokenizer's ("La\u200bcasa" is two words to the model, so it must be two to the glossary).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u061c\u200b\u200c\u200e\u200f\ufeff\u2581\ufffd]")
 
 
 @dataclass

@@ -20,8 +20,8 @@ from attnmt.service.server.settings import BUNDLED_MODEL
 from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.stubs import translator_pb2_grpc as pb_grpc
 from attnmt.service.text.glossary import Entry, Glossary, load_all, read_tsv
-from attnmt.service.text.translator import Hypothesis, Translation
-from conftest import TESTS, RunningServer
+from attnmt.service.text.translator import Hypothesis, Translation, normalise
+from conftest import REPO, TESTS, RunningServer
 
 BIBLE_GLOSSARY = TESTS / "data" / "glossary-bible.tsv"
 BIBLE = BUNDLED_MODEL.parent.parent / "data" / "bible"
@@ -293,3 +293,17 @@ def test_a_term_the_model_wrote_in_another_case_is_written_as_given():
                      ["▁kasa", "▁peru", "▁.", "</s>"])
     done = glossary(peru="DOG").apply(Translation("kasa peru .", hyp.source_tokens, [hyp])).best
     assert done.text == "the DOG ." and done.glossary[0].changed
+
+
+@pytest.mark.parametrize("invisible", ["\u200b", "\u200c", "\u200e", "\u200f", "\ufeff", "\u061c", "\u2581", "\ufffd"])
+def test_a_character_the_tokenizer_reads_as_a_break_is_one_to_the_glossary_too(invisible):
+    # "La\u200bcasa" is two words to SentencePiece: whitespace-split as one, it moved every later
+    # occurrence by a word ("HOME house is big and HOME house is red.")
+    import sentencepiece
+    model = REPO / "models" / "transformer-es-en" / "spm.model"
+    tokenizer = sentencepiece.SentencePieceProcessor(model_file=str(model))
+    text = f"La{invisible}casa es grande y la casa es roja."
+    words = sum(piece.startswith("▁") for piece in tokenizer.encode(text, out_type=str))
+    assert len(normalise(text).split()) == words == 9
+    occurrences = glossary(casa="HOME").find(text)
+    assert [o.start for o in occurrences] == [1, 6]
