@@ -50,6 +50,14 @@ def test_the_bundled_model_translates_english_into_spanish():
     assert hyp.hard_alignment(), "every translation comes with its links"
 
 
+def test_an_apostrophe_typed_as_an_accent_or_a_backtick_reads_as_one():
+    # "It´s", as a Spanish keyboard's dead key types it: left as written, the accent breaks the word
+    # and the model answers nonsense ("Llega tarde a las negaras.")
+    typed = ["It's late, I can't cook.", "It´s late, I can´t cook.", "It`s late, I can`t cook."]
+    texts = [t.best.text for t in Translator(Engine(BUNDLED_EN_ES)).translate(typed)]
+    assert texts[1] == texts[2] == texts[0], texts
+
+
 def test_recorded_software_scores_beat_apertium_by_ten_bleu():
     """The direction's reason to exist: English software messages (whole packages held out)."""
     evaluation = load_manifest(BUNDLED_EN_ES, verify=False).evaluation["gettext/test"]

@@ -307,3 +307,9 @@ def test_a_character_the_tokenizer_reads_as_a_break_is_one_to_the_glossary_too(i
     assert len(normalise(text).split()) == words == 9
     occurrences = glossary(casa="HOME").find(text)
     assert [o.start for o in occurrences] == [1, 6]
+
+
+def test_an_apostrophe_typed_as_an_accent_or_between_letters_as_a_backtick_is_read_as_one():
+    assert normalise("It´s late, I can`t cook.") == "It's late, I can't cook."
+    # a backtick that is not between letters may quote a placeholder (GNU's `%s'): kept
+    assert normalise("see `%s' and `ls' now") == "see `%s' and `ls' now"
