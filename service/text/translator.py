@@ -126,6 +126,24 @@ def normalise(text: str) -> str:
     return " ".join(_APOSTROPHE.sub("'", _CONTROL.sub(" ", unicodedata.normalize("NFC", text))).split())
 
 
+def shouted(text: str, placeholders: re.Pattern | None = None) -> bool:
+    """Written in capitals (a headline, a button, a warning): two capital letters or more outside its
+    placeholders, and fewer than one small letter in ten. The models learnt from text in ordinary
+    case and read capitals as rare pieces: 300 Tatoeba dev sentences in capitals, Spanish->English,
+    gave BLEU 0.8 ("ME REY.") against 52.0 as written (case ignored)."""
+    if placeholders is not None:
+        text = placeholders.sub(" ", text)
+    upper = sum(c.isupper() for c in text)
+    return upper >= 2 and 10 * sum(c.islower() for c in text) < upper
+
+
+def sentence_case(text: str) -> str:
+    """A sentence in capitals as the models read best: small letters, the first one a capital."""
+    text = text.lower()
+    first = next((i for i, c in enumerate(text) if c.isalpha()), None)
+    return text if first is None else text[:first] + text[first].upper() + text[first + 1:]
+
+
 def letterless(text: str, placeholders: re.Pattern | None = None) -> bool:
     """No letter (str.isalpha) in `text` once the spans `placeholders` matches are taken out:
     punctuation, digits, symbols, `%s`, `{name}`."""
@@ -207,11 +225,15 @@ class Translator:
         if target is not None:
             return Search(self.encode(text, "source"), options, forced=self.encode(target, "target"))
         shortlist = self.engine.shortlist
+        text = normalise(text)
+        capitals = shouted(text, self.protector.pattern if self.protector else None)
         if self.protector is None:
-            source, originals = self.encode(text, "source"), ()
+            source, originals = self.encode(sentence_case(text) if capitals else text, "source"), ()
         else:
-            protected = self.protector.protect(normalise(text))
-            source, originals = self.encode(protected.text, "source"), protected.originals
+            protected = self.protector.protect(text)
+            # placeholders are sentinels by now, which have no case: theirs is kept
+            hidden = sentence_case(protected.text) if capitals else protected.text
+            source, originals = self.encode(hidden, "source"), protected.originals
         candidates = None if shortlist is None else shortlist.candidates(source)
         return Search(source, options, protected=originals, candidates=candidates)
 
@@ -259,7 +281,37 @@ class Translator:
                 placeholder_sources=placeholder_sources))
         if self.names is not None and keep_names is not False and search.forced is None:
             translation = self.names.apply(translation)
-        return glossary.apply(translation) if glossary is not None else translation
+        if glossary is not None:
+            translation = glossary.apply(translation)
+        if search.forced is None and shouted(normalise(text), self.protector.pattern if self.protector else None):
+            translation = self._in_capitals(translation)
+        return translation
+
+    def _in_capitals(self, translation: Translation) -> Translation:
+        """A sentence sent in capitals, decoded in sentence case (`shouted`), answered in capitals:
+        its text, and its pieces on both sides so that words and their spans read as the text
+        does; placeholders and the vocabulary's own symbols as they are. Quality stays that of
+        what the model wrote."""
+        pattern = self.protector.pattern if self.protector else None
+
+        def pieces(tokens: list[str], kept: frozenset[int]) -> list[str]:
+            return [t if i in kept or (t.startswith("<") and t.endswith(">")) else t.upper()
+                    for i, t in enumerate(tokens)]
+
+        def text(written: str) -> str:
+            if pattern is None:
+                return written.upper()
+            out, at = [], 0
+            for m in pattern.finditer(written):
+                out += [written[at:m.start()].upper(), m.group()]
+                at = m.end()
+            return "".join(out) + written[at:].upper()
+
+        hypotheses = [replace(h, text=text(h.text), target_tokens=pieces(h.target_tokens, h.placeholder_targets),
+                              source_tokens=pieces(h.source_tokens, h.placeholder_sources), rewritten_from=h)
+                      for h in translation.hypotheses]
+        sources = hypotheses[0].source_tokens if hypotheses else translation.source_tokens
+        return Translation(translation.source, sources, hypotheses)
 
     def translate(self, texts: list[str], options: SearchOptions = SearchOptions(), max_rows: int | None = None,
                   replace_unk: bool = False, glossary=None, keep_names: bool | None = None) -> list[Translation]:
@@ -276,4 +328,4 @@ class Translator:
         return [self.result(s, search) for (s, _), search in zip(pairs, searches)]
 
 
-__all__ = ["Translator", "Translation", "Hypothesis", "EOS_TOKEN", "letterless", "normalise"]
+__all__ = ["Translator", "Translation", "Hypothesis", "EOS_TOKEN", "letterless", "normalise", "shouted"]

@@ -78,6 +78,17 @@ def test_translates_a_software_message_keeping_its_placeholders(bundled):
     assert hyp.text.count("%s") == 2 and "file" in hyp.text.lower()
 
 
+def test_a_sentence_in_capitals_is_translated_as_in_ordinary_case_and_answered_in_capitals(bundled):
+    # read as written, capitals are rare pieces: "LA CASA ES GRANDE." came back "THE CAST GRANDE."
+    ordinary, capitals = bundled.translate(["No se puede abrir la casa %s.", "NO SE PUEDE ABRIR LA CASA %s."])
+    assert capitals.best.text == ordinary.best.text.upper().replace("%S", "%s"), capitals.best.text
+    assert capitals.best.text.count("%s") == 1
+    hyp = capitals.best          # its words read as its text does, on both sides
+    assert " ".join(w for w in hyp.target_words if w != "</s>") == hyp.text
+    assert " ".join(w for w in hyp.source_words if w != "</s>") == "NO SE PUEDE ABRIR LA CASA %s."
+    assert hyp.quality == ordinary.best.quality
+
+
 @pytest.mark.parametrize("corpus", ["bible/test", "gettext/test"])
 def test_recorded_test_scores_beat_apertium(bundled, corpus):
     recorded = bundled.engine.manifest.evaluation

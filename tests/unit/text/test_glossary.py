@@ -4,6 +4,7 @@ named glossaries of a server, and the whole path over gRPC, the client and the C
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -313,3 +314,20 @@ def test_an_apostrophe_typed_as_an_accent_or_between_letters_as_a_backtick_is_re
     assert normalise("It´s late, I can`t cook.") == "It's late, I can't cook."
     # a backtick that is not between letters may quote a placeholder (GNU's `%s'): kept
     assert normalise("see `%s' and `ls' now") == "see `%s' and `ls' now"
+
+
+@pytest.mark.parametrize("text, capitals", [
+    ("LA CASA ES GRANDE.", True), ("GUARDAR", True), ("UN TEXTO LARGO EN MAYÚSCULAS CON UNA x", True),
+    ("NO SE PUEDE ABRIR %s", True),            # a placeholder's small letters are the program's
+    ("El USB no funciona.", False), ("IMPORTANTE: lea esto", False), ("A", False), ("123 %s", False),
+])
+def test_a_sentence_in_capitals_is_told_apart(text, capitals):
+    from attnmt.model.data.placeholders import PATTERN
+    from attnmt.service.text.translator import shouted
+    assert shouted(text, re.compile(PATTERN)) is capitals
+
+
+def test_a_sentence_in_capitals_is_read_in_sentence_case():
+    from attnmt.service.text.translator import sentence_case
+    assert sentence_case("¡ATENCIÓN! NO TOCAR.") == "¡Atención! no tocar."
+    assert sentence_case("⦃1⦄: NO") == "⦃1⦄: No"        # its first letter, after a sentinel
