@@ -3,8 +3,8 @@
 printf conversions (`%s`, `%1$s`, `%.*s`, `%<PRIu64>`), Python's `%(name)s`,
 brace fields (`{0}`, `{name}`, `{{var}}`), shell variables (`$VAR`, `${VAR}`),
 Qt's `%1`, LibreOffice's `%PRODUCTNAME` and `$(ARG1)`, inline markup tags
-(`<b>`, `</a>`, `<span ...>`; not metavariables such as `<archivo>`), and command-line
-options (`--all`, `--file=NAME`, `-n`). \
+(`<b>`, `</a>`, `<span ...>`; not metavariables such as `<archivo>`), command-line
+options (`--all`, `--file=NAME`, `-n`), web and mail addresses, and emoji. \
 The model learns to carry numbered sentinels (`⦃1⦄`, `⦃2⦄`,
 ...) from source to target: training replaces the placeholders of part of the
 software pairs by sentinels, numbered in source order, and the service does the
@@ -46,9 +46,19 @@ FORMATS = (
 # ("--round=MÉTODO", never "--round=M"). Protected as the others are, and counted apart: a format
 # directive lost breaks the program (msgfmt --check refuses it), an option lost its documentation.
 OPTIONS = r"(?<![\w-])(?:--[A-Za-z0-9][A-Za-z0-9-]*(?:=[^\W\d][\w-]*)?|-[A-Za-z])(?![\w-])"
-PATTERN = FORMATS + "|" + OPTIONS
+# Text that must come out as written though no program reads it: web and mail addresses (the models
+# spelt them as words: "https://ejemplo.com/ruta" came back "https://jemplo.com/path",
+# "juan.perez@ejemplo.org" "play.perez@emplo.org"; a Mastodon handle is an address too), and emoji,
+# which the vocabularies lack ("esto 😀 muchísimo" gave "this ⁇ a lot"). An address ends before
+# the punctuation that follows it. Not counted with the format directives: nothing breaks without them.
+ADDRESSES = (r"(?:(?:https?|ftp)://|www\.)[^\s<>\"'`«»“”‘’]*[^\s<>\"'`«»“”‘’.,;:!?)\]}]"
+             r"|@?[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+_PICTOGRAPH = r"[\u2600-\u27bf\U0001f000-\U0001faff](?:\ufe0f|[\U0001f3fb-\U0001f3ff])?"
+EMOJI = rf"(?:[\U0001f1e6-\U0001f1ff]{{2}}|{_PICTOGRAPH}(?:\u200d{_PICTOGRAPH})*)+"
+PATTERN = FORMATS + "|" + ADDRESSES + "|" + EMOJI + "|" + OPTIONS
 PLACEHOLDER = re.compile(PATTERN)
 OPTION = re.compile(OPTIONS)
+VERBATIM = re.compile(ADDRESSES + "|" + EMOJI)
 SENTINEL = "\u2983{}\u2984"            # ⦃n⦄: one SentencePiece user symbol per number
 MAX_SENTINELS = 9
 SENTINELS = [SENTINEL.format(n) for n in range(1, MAX_SENTINELS + 1)]
@@ -59,8 +69,9 @@ def find(text: str) -> list[str]:
 
 
 def find_formats(text: str) -> list[str]:
-    """The placeholders other than command-line options: format directives, variables, tags."""
-    return [p for p in find(text) if not OPTION.fullmatch(p)]
+    """The placeholders other than command-line options, addresses and emoji: format directives,
+    variables, tags."""
+    return [p for p in find(text) if not OPTION.fullmatch(p) and not VERBATIM.fullmatch(p)]
 
 
 def find_options(text: str) -> list[str]:

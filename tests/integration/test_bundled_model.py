@@ -78,6 +78,14 @@ def test_translates_a_software_message_keeping_its_placeholders(bundled):
     assert hyp.text.count("%s") == 2 and "file" in hyp.text.lower()
 
 
+def test_addresses_and_emoji_come_out_as_written(bundled):
+    # spelt as words they came back changed: "https://jemplo.com/path", "play.perez@emplo.org", "⁇"
+    sentence = "Visita https://ejemplo.com/ruta o escribe a juan.perez@ejemplo.org, me encanta 😀."
+    text = bundled.translate([sentence])[0].best.text
+    for kept in ("https://ejemplo.com/ruta", "juan.perez@ejemplo.org", "😀"):
+        assert text.count(kept) == 1, text
+
+
 def test_a_sentence_in_capitals_is_translated_as_in_ordinary_case_and_answered_in_capitals(bundled):
     # read as written, capitals are rare pieces: "LA CASA ES GRANDE." came back "THE CAST GRANDE."
     ordinary, capitals = bundled.translate(["No se puede abrir la casa %s.", "NO SE PUEDE ABRIR LA CASA %s."])

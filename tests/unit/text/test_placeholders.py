@@ -125,3 +125,13 @@ def test_a_sentinel_the_user_typed_is_hidden_as_a_placeholder():
     assert p.originals == ("⦃2⦄", "%s", "%d", "⦃12⦄")
     crowded = Protector(SPEC).protect(" ".join(f"%{i}$s" for i in range(1, 12)) + " ⦃3⦄")
     assert "⦃3⦄" in crowded.originals                       # hidden first when sentinels run short
+
+
+def test_addresses_and_emoji_are_kept_as_written_and_not_counted_as_format_directives():
+    from attnmt.model.data.placeholders import find, find_formats
+    text = ("Ver https://ejemplo.com/ruta?x=1, (www.gnu.org) y http://www.w3.org/1998/Math/MathML»; "
+            "escribe a juan.perez@ejemplo.org o @ana@mastodon.social 😀 👍🏽 🇪🇸 👩\u200d💻 %s")
+    assert find(text) == ["https://ejemplo.com/ruta?x=1", "www.gnu.org", "http://www.w3.org/1998/Math/MathML",
+                          "juan.perez@ejemplo.org", "@ana@mastodon.social", "😀", "👍🏽", "🇪🇸", "👩\u200d💻", "%s"]
+    assert find_formats(text) == ["%s"]
+    assert find("un e-mail a las 10.30, señor.") == []
