@@ -235,7 +235,7 @@ class Translator:
             hidden = sentence_case(protected.text) if capitals else protected.text
             source, originals = self.encode(hidden, "source"), protected.originals
         candidates = None if shortlist is None else shortlist.candidates(source)
-        return Search(source, options, protected=originals, candidates=candidates)
+        return Search(source, options, protected=originals, candidates=candidates, capitals=capitals)
 
     def result(self, text: str, search: Search, replace_unk: bool = False, glossary=None,
                keep_names: bool | None = None) -> Translation:
@@ -283,7 +283,7 @@ class Translator:
             translation = self.names.apply(translation)
         if glossary is not None:
             translation = glossary.apply(translation)
-        if search.forced is None and shouted(normalise(text), self.protector.pattern if self.protector else None):
+        if search.capitals:
             translation = self._in_capitals(translation)
         return translation
 
