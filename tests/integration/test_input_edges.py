@@ -14,22 +14,16 @@ import pytest
 
 from attnmt.service.server.settings import BUNDLED_TRANSFORMER
 from attnmt.service.stubs import translator_pb2 as pb
-from attnmt.service.stubs import translator_pb2_grpc as pb_grpc
 from conftest import RunningServer, error_of
 
 HUGE = "x" * 20_000          # past gRPC's 16 KiB trailer if a message quoted it whole
 
 
 @pytest.fixture(scope="module")
-def edges():
+def server():
+    """The bundled Transformer in place of conftest's tiny model; conftest's `stub` calls it."""
     with RunningServer([BUNDLED_TRANSFORMER], {"ATTNMT_DEFAULT_BEAM_SIZE": "1"}, timeout=120) as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def stub(edges):
-    with grpc.insecure_channel(edges.address) as channel:
-        yield pb_grpc.TranslatorStub(channel)
 
 
 def test_a_sentinel_the_user_typed_comes_back_as_typed(stub):
@@ -73,8 +67,8 @@ def test_a_refusal_quoting_a_huge_field_is_short_and_keeps_its_status(stub, call
     assert len(error.details()) < 1_000 and "(20000 characters)" in error.details()
 
 
-def test_over_http_a_refusal_quoting_a_huge_field_is_short_too(edges):
-    request = urllib.request.Request(f"{edges.http}/v1/translate", method="POST",
+def test_over_http_a_refusal_quoting_a_huge_field_is_short_too(server):
+    request = urllib.request.Request(f"{server.http}/v1/translate", method="POST",
                                      data=json.dumps({"sentences": ["Hola"], "model": HUGE}).encode(),
                                      headers={"content-type": "application/json"})
     with pytest.raises(urllib.error.HTTPError) as info:
