@@ -30,6 +30,7 @@ from attnmt.model.train import load_model
 from attnmt.service.inference.engine import Engine
 from attnmt.service.inference.search import SearchOptions
 from attnmt.service.plotting import plot_alignment
+from attnmt.service.text.numbers import Numbers
 from attnmt.service.text.placeholders import Protector
 from attnmt.service.text.translator import Hypothesis, Translator, normalise
 
@@ -42,9 +43,11 @@ class RunTranslator:
     def __init__(self, run_dir: Path, checkpoint: str = "best.pt"):
         self.model = load_model(run_dir / checkpoint)
         self.tokenizer = Tokenizer(run_dir / MODEL_FILE)
-        contract = placeholder_contract({"config": yaml.safe_load((run_dir / "config.yaml").read_text())})
+        config = yaml.safe_load((run_dir / "config.yaml").read_text())
+        contract = placeholder_contract({"config": config})
         # Only a model trained with sentinels can carry them (the export writes the same contract).
-        self.protector = Protector(contract) if contract else None
+        self.protector = (Protector(contract, Numbers(config.get("src_lang", ""), config.get("tgt_lang", "")))
+                          if contract else None)
 
     def translate(self, texts: list[str], beam_size: int = 1, batch_size: int = 64) -> list[Hypothesis]:
         protected = [self.protector.protect(normalise(t)) if self.protector else None for t in texts]
@@ -61,9 +64,10 @@ class RunTranslator:
         source_tokens = self.tokenizer.pieces(source)
         pieces = self.tokenizer.pieces(hyp.tokens)
         if protected is not None and protected.originals:
+            written = self.protector.written(protected.originals)
             source_tokens, pieces, alignment, _, with_sentinels = self.protector.restore(
-                source_tokens, pieces, hyp.alignment, protected.originals)
-            text = self.protector.text([p for p in with_sentinels if p != EOS_TOKEN], protected.originals)
+                source_tokens, pieces, hyp.alignment, protected.originals, written)
+            text = self.protector.text([p for p in with_sentinels if p != EOS_TOKEN], written)
         else:
             alignment = hyp.alignment
             text = self.tokenizer.decode_pieces([p for t, p in zip(hyp.tokens, pieces) if t != EOS_ID])

@@ -5,7 +5,8 @@ hidden in training (`manifest.placeholders`: a regular expression and the
 sentinel format `⦃n⦄`, written by `model/data/placeholders.py`). Before decoding,
 each placeholder of the source becomes a numbered sentinel, in source order;
 the model learned to carry sentinels to where they belong in the target.
-After decoding each sentinel is replaced by its original text. A sentinel the
+After decoding each sentinel is replaced by its original text (a number, which
+is hidden the same way, as the target language writes it: numbers.py). A sentinel the
 model dropped is put back through the alignment (after the target word that
 attends most to the source sentinel); one it invented or repeated is removed.
 So the target always holds exactly the source's placeholders.
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attnmt.service.modeldir.tokenizer import WORD_BOUNDARY
+from attnmt.service.text.numbers import Numbers
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,8 @@ def quoted(pattern: str) -> str:
 
 
 class Protector:
-    def __init__(self, spec: dict):
+    def __init__(self, spec: dict, numbers: Numbers | None = None):
+        """numbers: hide the numbers of this language pair too, after every placeholder."""
         self.pattern = re.compile(quoted(spec["pattern"]))
         self.sentinel = spec["sentinel"]
         self.max = int(spec["max"])
@@ -50,20 +53,24 @@ class Protector:
         self.any_sentinel = re.compile(re.escape(self.sentinel).replace(r"\{\}", r"\d+"))
         # What is hidden: the placeholders, and a sentinel the user typed ("⦃1⦄"), which would
         # otherwise be read as one of ours and come back as another placeholder, or not at all.
-        self.hidden = re.compile(f"{self.any_sentinel.pattern}|{self.pattern.pattern}")
+        self.numbers = numbers
+        self.hidden = re.compile("|".join([self.any_sentinel.pattern, self.pattern.pattern]
+                                          + ([numbers.pattern.pattern] if numbers else [])))
         # A '%' or '$' the model wrote right before a sentinel would fuse with the
-        # placeholder put there ('%' + '%s' reads as '%%' 's').
-        self.fusing = re.compile(r"[%$]+(?=" + self.any_sentinel.pattern + ")")
+        # placeholder put there ('%' + '%s' reads as '%%' 's'); before a number it is a percentage
+        # or a currency ('$45'), and stays.
+        self.fusing = re.compile(r"[%$]+(?=" + re.escape(self.sentinel).replace(r"\{\}", r"(\d+)") + ")")
 
     def protect(self, text: str) -> Protected:
         """Sentinels, numbered in source order, for the first `max` placeholders; with more than
         that, the program's format directives and tags before its command-line options (a
-        usage line lists a dozen options, and a `%s` lost costs more than a `--all`). The rest
-        stay as they are."""
+        usage line lists a dozen options, and a `%s` lost costs more than a `--all`), and those
+        before numbers, which the model mostly copies by itself. The rest stay as they are."""
         found = list(self.hidden.finditer(text))
         if len(found) > self.max:
             # a typed sentinel first of all: left in the text, it would pass for one of ours
             ranked = sorted(range(len(found)), key=lambda k: (not self.any_sentinel.fullmatch(found[k].group()),
+                                                              self._is_number(found[k].group()),
                                                               _is_option(found[k].group()), k))
             chosen = set(ranked[:self.max])
             found = [m for k, m in enumerate(found) if k in chosen]
@@ -74,9 +81,21 @@ class Protector:
             at = m.end()
         return Protected("".join(pieces) + text[at:], tuple(originals))
 
+    def written(self, originals: tuple[str, ...]) -> tuple[str, ...]:
+        """What each sentinel stands for in the target: its original, a number as the target
+        language writes it."""
+        if self.numbers is None:
+            return originals
+        return tuple(self.numbers.written(o) if self.numbers.is_number(o) else o for o in originals)
+
+    def _is_number(self, original: str) -> bool:
+        return self.numbers is not None and self.numbers.is_number(original)
+
     def restore(self, source_tokens: list[str], target_tokens: list[str], alignment: np.ndarray,
-                originals: tuple[str, ...]) -> tuple[list[str], list[str], np.ndarray, list[int]]:
-        """Sentinel pieces -> original text in both token lists; missing sentinels
+                originals: tuple[str, ...], written: tuple[str, ...] | None = None,
+                ) -> tuple[list[str], list[str], np.ndarray, list[int]]:
+        """Sentinel pieces -> original text in the source's tokens, `written` (default: the
+        originals) in the target's; missing sentinels
         inserted where the alignment points, extra ones removed (with their α rows).
         Also returns, for each target token, its index in `target_tokens` (-1: inserted),
         and the target tokens with the sentinels still in them (for `text`)."""
@@ -111,7 +130,7 @@ class Protector:
             origin.insert(at, -1)
             alpha = np.concatenate([alpha[:at], row, alpha[at:]])
         self._reopen_gaps(source_tokens, target, len(originals))
-        restored = [self._original(t, originals) for t in target]
+        restored = [self._original(t, written or originals) for t in target]
         return source, restored, alpha, origin, target
 
     def _reopen_gaps(self, source_tokens: list[str], target: list[str], count: int) -> None:
@@ -145,8 +164,12 @@ class Protector:
 
     def text(self, pieces: list[str], originals: tuple[str, ...]) -> str:
         """The translation: placeholders the model wrote itself (not from a sentinel, so
-        not in the source) are removed, then each sentinel becomes its original."""
-        text = self.fusing.sub("", self.pattern.sub("", detokenize(pieces)))
+        not in the source) are removed, then each sentinel becomes its original (`originals`:
+        what `written` gives, for the target)."""
+        def fused(m: re.Match) -> str:
+            n = int(m.group(1))
+            return m.group() if n <= len(originals) and self._is_number(originals[n - 1]) else ""
+        text = self.fusing.sub(fused, self.pattern.sub("", detokenize(pieces)))
         text = re.sub(r"  +", " ", text).strip()
         return self.any_sentinel.sub(lambda m: self._original(m.group(0), originals), text)
 

@@ -18,6 +18,7 @@ from attnmt.service.inference.offline import decode_all
 from attnmt.service.inference.search import Search, SearchOptions
 from attnmt.service.modeldir.links import DEFAULT_RULE
 from attnmt.service.text.alignment import EOS_TOKEN, aggregate_to_words, hard_pairs, shift_att, word_groups
+from attnmt.service.text.numbers import Numbers
 from attnmt.service.text.placeholders import Protector
 from attnmt.service.text.quality import Quality, QualityModel
 
@@ -168,7 +169,8 @@ class Translator:
         spec = engine.manifest.placeholders
         # Only a model trained with sentinels can carry them (manifest.placeholders); with
         # protection off, `sentinels` still drops any the model writes by itself.
-        self.sentinels = Protector(spec) if spec else None
+        manifest = engine.manifest
+        self.sentinels = Protector(spec, Numbers(manifest.source_language, manifest.target_language)) if spec else None
         self.protector = self.sentinels if protect_placeholders else None
         self.quality = QualityModel.from_manifest(engine.manifest, "translation")
         self.greedy_quality = QualityModel.from_manifest(engine.manifest, "translation_greedy")
@@ -250,6 +252,7 @@ class Translator:
         # the source's sentinel pieces, the same for every hypothesis
         placeholder_sources = (frozenset(i for i, p in enumerate(source_tokens) if self.protector.is_sentinel(p))
                                if search.protected else frozenset())
+        written = self.protector.written(search.protected) if search.protected else ()
         for finished in search.best():
             if self.shift_att:
                 finished = replace(finished, alignment=shift_att(finished.alignment))
@@ -261,11 +264,11 @@ class Translator:
                           for i, (t, p) in enumerate(zip(finished.tokens, pieces))]
             if search.protected:
                 sources, pieces, alignment, origin, with_sentinels = self.protector.restore(
-                    source_tokens, pieces, finished.alignment, search.protected)
+                    source_tokens, pieces, finished.alignment, search.protected, written)
                 translation.source_tokens = sources
                 # a removed sentinel takes its log-prob along; an inserted one was not generated: 0
                 log_probs = [finished.token_log_probs[i] if i >= 0 else 0.0 for i in origin]
-                output = self.protector.text([p for p in with_sentinels if p != EOS_TOKEN], search.protected)
+                output = self.protector.text([p for p in with_sentinels if p != EOS_TOKEN], written)
                 placeholder_targets = frozenset(i for i, p in enumerate(with_sentinels)
                                                 if self.protector.is_sentinel(p))
             else:

@@ -97,6 +97,13 @@ def test_a_sentence_in_capitals_is_translated_as_in_ordinary_case_and_answered_i
     assert hyp.quality == ordinary.best.quality
 
 
+def test_numbers_come_back_whole_and_as_english_writes_them(bundled):
+    hyp = bundled.translate(["Costó 2.500.000 pesos y 1.250,50 euros en 1979."])[0].best
+    # before, "2.500,000" and "1.250,50": the Spanish marks, half converted
+    assert all(n in hyp.text for n in ("2,500,000", "1,250.50", "1979")), hyp.text
+    assert "2.500.000" in hyp.source_words
+
+
 @pytest.mark.parametrize("corpus", ["bible/test", "gettext/test"])
 def test_recorded_test_scores_beat_apertium(bundled, corpus):
     recorded = bundled.engine.manifest.evaluation

@@ -1,0 +1,101 @@
+"""Numbers: kept digit for digit, and written as the target language writes them.
+
+Left to the model, a long number is several pieces (`▁ 19 7 9`), and the models drop or repeat
+some of them: "1979" came back "197", "2020" as "20", "1644-1912" as "1644644-1912",
+in 18 of the 196 FLORES-200 devtest sentences with numbers English->Spanish. Hidden as placeholders
+(placeholders.py), they come back whole. Each language groups and marks decimals its own way, so
+the number the target gets is written in the target's convention:
+
+- English: a comma between groups of three, a decimal point (1,250.50);
+- Spanish: the Real Academia's (Ortografía de la lengua española, 2010): groups of three apart by a
+  no-break space in numbers of five digits or more, none in four-digit ones (1250 and 333 000), and
+  a decimal comma (6,5), which most of the Spanish-speaking world writes.
+
+A number is read in the source's convention. A Spanish number with one kind of separator before
+groups of exactly three digits is read as grouped ("17.000" in Spain, "17,000" in Mexico); one
+with both is grouped by the first and decimal after the last ("1.250,50"). A number without a
+separator is copied as written (a year, a page, a code: the Academy leaves those ungrouped), and so
+is a number in a language without a convention here. Times, dates and versions (12:00, 30/11/2026,
+802.11n, 1.2.3) are not hidden: they are not amounts, and a piece of them may be a placeholder.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_GROUP_SPACES = " \u00a0\u202f"          # space, no-break space, narrow no-break space
+_GROUPED = r"\d{1,3}(?:(?P<sep>[.,\u00a0\u202f ])\d{3})(?:(?P=sep)\d{3})*(?:[.,]\d+)?"
+# A number stands alone: not inside a word (M16, 2.4GHz, 18th), a time, a date or a version (12:00,
+# 30/11/2026, 1.2.3). Without a mark, it has three digits or more: one or two are one or two pieces,
+# which the models carry, and hidden they would not read as a day or an age ("el 23 de julio" came
+# back "the 23 of July", where the model, shown the number, writes "July 23").
+NUMBER = re.compile(r"(?<![\w.,:/\u00a0\u202f])(?:" + _GROUPED + r"|\d+[.,]\d+|\d{3,})(?!\w|[.,:/]\d)")
+
+
+@dataclass(frozen=True)
+class Convention:
+    group: str            # between groups of three digits
+    decimal: str
+    min_grouped: int      # the fewest digits a grouped integer has
+
+
+CONVENTIONS = {
+    "en": Convention(group=",", decimal=".", min_grouped=4),
+    "es": Convention(group="\u00a0", decimal=",", min_grouped=5),
+}
+
+
+def read(number: str, language: str) -> tuple[str, str | None] | None:
+    """A written number as (integer digits, decimal digits or None), in `language`'s convention;
+    None where that is not known or the number does not fit it."""
+    marks = [c for c in number if not c.isdigit()]
+    if not marks or language not in CONVENTIONS:
+        return None
+    spaces = [c for c in marks if c in _GROUP_SPACES]
+    points = [c for c in marks if c not in _GROUP_SPACES]
+    if spaces:                                   # 333 000, 20 564,25: spaces group, a point or comma is decimal
+        if len(points) > 1:
+            return None
+        whole, _, decimals = number.rpartition(points[0]) if points else (number, "", None)
+        return re.sub(r"\D", "", whole), decimals
+    if len(set(points)) == 2:                    # 1.250,50 or 1,250.50: the last mark is the decimal one
+        last = max(number.rfind("."), number.rfind(","))
+        return re.sub(r"\D", "", number[:last]), number[last + 1:]
+    parts = number.split(points[0])
+    grouped = all(len(p) == 3 for p in parts[1:]) and not parts[0].startswith("0")
+    if language == "en" and points[0] == ",":    # 6,000; "1,5" is no English number
+        return ("".join(parts), None) if grouped else None
+    # an English point is decimal; a Spanish mark before groups of three groups them (17.000, 17,000)
+    if language == "es" and grouped:
+        return "".join(parts), None
+    return (parts[0], parts[1]) if len(parts) == 2 else None
+
+
+def write(integer: str, decimals: str | None, language: str) -> str:
+    """Digits as `language` writes them (CONVENTIONS)."""
+    convention = CONVENTIONS[language]
+    if len(integer) >= convention.min_grouped and not integer.startswith("0"):
+        head = len(integer) % 3 or 3
+        integer = convention.group.join([integer[:head]] + [integer[i:i + 3] for i in range(head, len(integer), 3)])
+    return integer if decimals is None else integer + convention.decimal + decimals
+
+
+class Numbers:
+    """The numbers of a language pair: which to hide, and how the target writes each."""
+
+    pattern = NUMBER
+
+    def __init__(self, source_language: str, target_language: str):
+        self.source_language = source_language
+        self.target_language = target_language
+
+    def written(self, number: str) -> str:
+        """`number` as the target writes it; as it is where either convention is unknown."""
+        if self.target_language not in CONVENTIONS:
+            return number
+        value = read(number, self.source_language)
+        return number if value is None else write(*value, self.target_language)
+
+    def is_number(self, text: str) -> bool:
+        return self.pattern.fullmatch(text) is not None
