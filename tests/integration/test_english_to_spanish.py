@@ -59,7 +59,7 @@ def test_an_apostrophe_typed_as_an_accent_or_a_backtick_reads_as_one():
 
 
 def test_numbers_come_back_whole_and_as_spanish_writes_them():
-    # left to the model, numbers lost or repeated pieces ("1976 to 1981" came back "19777 a 1981") and
+    # left to the model, numbers lost or repeated pieces ("from 1977 to 1981" came back "desde 19777 a 1981") and
     # kept English separators; the Academy groups by a space from five digits on, with a decimal comma
     hyp = Translator(Engine(BUNDLED_EN_ES)).translate(["About 76,000 workers left in 1979, 14.3 km away."])[0].best
     assert all(n in hyp.text for n in ("76\u00a0000", "1979", "14,3")), hyp.text
