@@ -93,6 +93,7 @@ class TrainConfig:
                                        # (placeholders.py)
     unpunctuated_rate: float = 0.0     # share of training pairs without their final marks, both sides (variants.py)
     lowercased_rate: float = 0.0       # share of training pairs with the source's first letter lower-cased
+    unaccented_rate: float = 0.0       # share of training pairs with the source's accents and ¿ ¡ dropped
     init_from: str = ""                # a run directory (best.pt) or model directory (checkpoint.pt) whose weights
                                        # start this run (continued training); empty: random initialisation
     new_vocabulary: bool = False       # with init_from: train a new SentencePiece on this run's data and carry
@@ -167,7 +168,8 @@ def read_split(cfg: TrainConfig, split: str) -> list[tuple[str, str]]:
 def training_pairs(cfg: TrainConfig, pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """What training reads of the corpus' pairs: placeholder sentinels at `placeholder_rate`, then
     the typed-input variants at their rates."""
-    return typed_share(protect_share(pairs, cfg.placeholder_rate), cfg.unpunctuated_rate, cfg.lowercased_rate)
+    return typed_share(protect_share(pairs, cfg.placeholder_rate), cfg.unpunctuated_rate, cfg.lowercased_rate,
+                       cfg.unaccented_rate)
 
 
 def load_split(cfg: TrainConfig, split: str, tok: Tokenizer) -> tuple[list[list[int]], list[list[int]], list[str]]:
@@ -308,6 +310,8 @@ def guided_links(cfg: TrainConfig, run_dir: Path, tok: Tokenizer, train_src: lis
     source = f"{path.name} sha256={digest} placeholder_rate={cfg.placeholder_rate}"
     if cfg.unpunctuated_rate or cfg.lowercased_rate:      # a cache written before the variants stays valid
         source += f" unpunctuated_rate={cfg.unpunctuated_rate} lowercased_rate={cfg.lowercased_rate}"
+    if cfg.unaccented_rate:
+        source += f" unaccented_rate={cfg.unaccented_rate}"
     cache = run_dir / "piece_links.npz"
     links = load_links(cache, source)
     if links is None:

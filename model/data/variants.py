@@ -10,15 +10,19 @@ a share of the pairs chosen by a hash of the source (so reruns agree, as placeho
 
 - **unpunctuated**: the sentence-final marks of both sides dropped, with Spanish's opening "¿"
   and "¡"; both sides, so the model answers in the input's register ("Hola" → "Hello");
-- **lower-cased**: the source's first letter lower-cased; the target kept, so "hola" → "Hello".
+- **lower-cased**: the source's first letter lower-cased; the target kept, so "hola" → "Hello";
+- **unaccented**: the source without its accents, tildes and diaeresis and its opening "¿" "¡", as
+  typed on a keyboard without them ("donde esta la estacion"); the target kept. 300 Tatoeba dev
+  sentences typed so scored 37.7 BLEU Spanish→English, against 51.7 as written (beam 5, 2026-11-30).
 
-Neither changes a sentence's number of words (the marks go with the word they are attached to),
+None changes a sentence's number of words (the marks go with the word they are attached to),
 so guided alignment's word links stay valid.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 import zlib
 
 # A sentence's final marks, and Spanish's opening ones, attached to a word: a mark standing alone
@@ -26,6 +30,7 @@ import zlib
 _FINAL = re.compile(r"(?<=\w)[.!?…]+$")
 _OPENING = re.compile(r"^[¡¿]+(?=\w)")
 _INNER_OPENING = re.compile(r"(?<!^)[¡¿]")
+_ATTACHED_OPENING = re.compile(r"[¡¿]+(?=\w)")
 
 
 def unpunctuated(source: str, target: str) -> tuple[str, str] | None:
@@ -52,15 +57,29 @@ def lowercased(source: str) -> str | None:
     return source[0].lower() + source[1:]
 
 
+def unaccented(source: str) -> str | None:
+    """The source with the combining marks of its Latin letters dropped (á → a, ñ → n, ü → u) and
+    no "¿" or "¡" before a word; None when it has none. Other scripts keep their marks: a Devanagari
+    vowel sign is a letter of the word, not an accent on it."""
+    letters: list[str] = []
+    for c in unicodedata.normalize("NFD", source):
+        if unicodedata.combining(c) and letters and letters[-1].isascii() and letters[-1].isalpha():
+            continue
+        letters.append(c)
+    bare = _ATTACHED_OPENING.sub("", unicodedata.normalize("NFC", "".join(letters)))
+    return None if bare == source else bare
+
+
 def _chosen(source: str, salt: str, rate: float) -> bool:
     return rate > 0 and zlib.crc32((salt + source).encode()) % 1000 < rate * 1000
 
 
-def typed_share(pairs: list[tuple[str, str]], unpunctuated_rate: float,
-                lowercased_rate: float) -> list[tuple[str, str]]:
-    """The pairs, about `unpunctuated_rate` of those with final marks on both sides without them
-    and about `lowercased_rate` with the source's first letter lower-cased (independently chosen)."""
-    if unpunctuated_rate <= 0 and lowercased_rate <= 0:
+def typed_share(pairs: list[tuple[str, str]], unpunctuated_rate: float, lowercased_rate: float,
+                unaccented_rate: float = 0.0) -> list[tuple[str, str]]:
+    """The pairs, about `unpunctuated_rate` of those with final marks on both sides without them,
+    about `lowercased_rate` with the source's first letter lower-cased and about `unaccented_rate`
+    with its accents dropped (each chosen independently)."""
+    if unpunctuated_rate <= 0 and lowercased_rate <= 0 and unaccented_rate <= 0:
         return pairs
     out = []
     for source, target in pairs:
@@ -68,5 +87,7 @@ def typed_share(pairs: list[tuple[str, str]], unpunctuated_rate: float,
             source, target = unpunctuated(source, target) or (source, target)
         if _chosen(source, "lowercased:", lowercased_rate):
             source = lowercased(source) or source
+        if _chosen(source, "unaccented:", unaccented_rate):
+            source = unaccented(source) or source
         out.append((source, target))
     return out

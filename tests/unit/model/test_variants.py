@@ -1,8 +1,9 @@
-"""Typed-input variants: training pairs without final marks, or with a lower-cased first letter."""
+"""Typed-input variants: training pairs without final marks, with a lower-cased first letter, or
+without accents."""
 
 import pytest
 
-from attnmt.model.data.variants import lowercased, typed_share, unpunctuated
+from attnmt.model.data.variants import lowercased, typed_share, unaccented, unpunctuated
 from attnmt.model.guided_alignment import corpus_piece_links
 from attnmt.model.train import TrainConfig, training_pairs
 
@@ -37,6 +38,14 @@ def test_the_source_alone_is_lower_cased_and_acronyms_stay():
     assert lowercased("") is None
 
 
+def test_accents_and_opening_marks_leave_the_source_as_a_keyboard_without_them_types_it():
+    assert unaccented("¿Dónde está la estación? Mañana, pingüino.") == "Donde esta la estacion? Manana, pinguino."
+    assert unaccented("Él dijo «¡Ánimo!» y ¿ qué") == "El dijo «Animo!» y ¿ que"     # a lone ¿ is a word: kept
+    assert unaccented("Hola, Tom.") is None                              # nothing to drop
+    assert unaccented("नमस्ते") is None                                   # another script's marks are letters
+    assert len(unaccented("¿Cómo estás, Tom?").split()) == 3            # words, and so their links, stay
+
+
 def test_shares_are_near_their_rates_and_reruns_agree():
     pairs = [(f"Frase número {n}.", f"Sentence number {n}.") for n in range(4000)]
     once, again = typed_share(pairs, 0.2, 0.1), typed_share(pairs, 0.2, 0.1)
@@ -47,6 +56,9 @@ def test_shares_are_near_their_rates_and_reruns_agree():
     assert all(t.endswith(".") == s.endswith(".") for s, t in once)      # the marks leave both sides together
     assert all(t[0] == "S" for _, t in once)                             # the target keeps its capital
     assert typed_share(pairs, 0.0, 0.0) is pairs
+    accented = [(f"Canción número {n}.", f"Song number {n}.") for n in range(4000)]
+    plain = sum(s.startswith("Cancion numero") for s, _ in typed_share(accented, 0.0, 0.0, 0.3))
+    assert 0.27 < plain / len(accented) < 0.33
 
 
 def test_training_reads_the_variants_and_their_word_links_stay(tmp_path):
