@@ -71,7 +71,8 @@ class Search:
     forced: list[int] | None = None         # target ids ending with </s>
     id: int = field(default_factory=lambda: next(_ids))
     protected: tuple[str, ...] = ()         # placeholders behind sentinels (text/placeholders.py), for the translator
-    capitals: bool = False                  # sent in capitals, decoded in sentence case (text/translator.py)
+    capitals: bool = False                  # sent in capitals, decoded in sentence case (text/case.py)
+    title_case: bool = False                # sent in Title Case, decoded with its known words in small letters
     candidates: np.ndarray | None = None    # sorted target ids it may produce (lexical shortlist); None: all
     finished: list[FinishedHypothesis] = field(default_factory=list)
     steps: int = 0

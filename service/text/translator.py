@@ -18,6 +18,7 @@ from attnmt.service.inference.offline import decode_all
 from attnmt.service.inference.search import Search, SearchOptions
 from attnmt.service.modeldir.links import DEFAULT_RULE
 from attnmt.service.text.alignment import EOS_TOKEN, aggregate_to_words, hard_pairs, shift_att, word_groups
+from attnmt.service.text.case import as_typed, sentence_case, shouted, titled, untitled
 from attnmt.service.text.numbers import Numbers
 from attnmt.service.text.placeholders import Protector
 from attnmt.service.text.quality import Quality, QualityModel
@@ -127,24 +128,6 @@ def normalise(text: str) -> str:
     return " ".join(_APOSTROPHE.sub("'", _CONTROL.sub(" ", unicodedata.normalize("NFC", text))).split())
 
 
-def shouted(text: str, placeholders: re.Pattern | None = None) -> bool:
-    """Written in capitals (a headline, a button, a warning): two capital letters or more outside its
-    placeholders, and fewer than one small letter in ten. The models learnt from text in ordinary
-    case and read capitals as rare pieces: 300 Tatoeba dev sentences in capitals, Spanish->English,
-    gave BLEU 0.8 ("ME REY.") against 52.0 as written (case ignored)."""
-    if placeholders is not None:
-        text = placeholders.sub(" ", text)
-    upper = sum(c.isupper() for c in text)
-    return upper >= 2 and 10 * sum(c.islower() for c in text) < upper
-
-
-def sentence_case(text: str) -> str:
-    """A sentence in capitals as the models read best: small letters, the first one a capital."""
-    text = text.lower()
-    first = next((i for i, c in enumerate(text) if c.isalpha()), None)
-    return text if first is None else text[:first] + text[first].upper() + text[first + 1:]
-
-
 def letterless(text: str, placeholders: re.Pattern | None = None) -> bool:
     """No letter (str.isalpha) in `text` once the spans `placeholders` matches are taken out:
     punctuation, digits, symbols, `%s`, `{name}`."""
@@ -178,6 +161,8 @@ class Translator:
         # Imported here: names.py builds on the glossary, which imports this module.
         from attnmt.service.text.names import Names
         self.names = Names.from_manifest(engine.model_dir, engine.manifest.names)
+        # the words the model knows in small letters, for reading a sentence in Title Case (case.py)
+        self._known = self.names.known if self.names is not None else None
         chosen = engine.manifest.hard_links or {}
         self.links_rule: tuple[str, float | None] = (chosen.get("rule", DEFAULT_RULE), chosen.get("threshold"))
         self.shift_att = bool((engine.manifest.alignment or {}).get("shift_att", False))
@@ -228,16 +213,17 @@ class Translator:
             return Search(self.encode(text, "source"), options, forced=self.encode(target, "target"))
         shortlist = self.engine.shortlist
         text = normalise(text)
-        capitals = shouted(text, self.protector.pattern if self.protector else None)
-        if self.protector is None:
-            source, originals = self.encode(sentence_case(text) if capitals else text, "source"), ()
-        else:
-            protected = self.protector.protect(text)
-            # placeholders are sentinels by now, which have no case: theirs is kept
-            hidden = sentence_case(protected.text) if capitals else protected.text
-            source, originals = self.encode(hidden, "source"), protected.originals
+        pattern = self.protector.pattern if self.protector else None
+        capitals = shouted(text, pattern)
+        title = not capitals and titled(text, pattern)
+        protected = self.protector.protect(text) if self.protector else None
+        # placeholders are sentinels by now, which have no case: theirs is kept
+        hidden = protected.text if protected else text
+        hidden = sentence_case(hidden) if capitals else untitled(hidden, self._known) if title else hidden
+        source = self.encode(hidden, "source")
         candidates = None if shortlist is None else shortlist.candidates(source)
-        return Search(source, options, protected=originals, candidates=candidates, capitals=capitals)
+        return Search(source, options, protected=protected.originals if protected else (), candidates=candidates,
+                      capitals=capitals, title_case=title)
 
     def result(self, text: str, search: Search, replace_unk: bool = False, glossary=None,
                keep_names: bool | None = None) -> Translation:
@@ -288,6 +274,8 @@ class Translator:
             translation = glossary.apply(translation)
         if search.capitals:
             translation = self._in_capitals(translation)
+        elif search.title_case:
+            translation = self._as_typed(translation)
         return translation
 
     def _in_capitals(self, translation: Translation) -> Translation:
@@ -315,6 +303,15 @@ class Translator:
                       for h in translation.hypotheses]
         sources = hypotheses[0].source_tokens if hypotheses else translation.source_tokens
         return Translation(translation.source, sources, hypotheses)
+
+    def _as_typed(self, translation: Translation) -> Translation:
+        """A sentence sent in Title Case, decoded with its words in small letters (`untitled`): its
+        source pieces in the case it was sent in, so that its words read as its text does. The
+        translation stays in the sentence case the model wrote."""
+        text = normalise(translation.source)
+        hypotheses = [replace(h, source_tokens=as_typed(h.source_tokens, text), rewritten_from=h)
+                      for h in translation.hypotheses]
+        return Translation(translation.source, as_typed(translation.source_tokens, text), hypotheses)
 
     def translate(self, texts: list[str], options: SearchOptions = SearchOptions(), max_rows: int | None = None,
                   replace_unk: bool = False, glossary=None, keep_names: bool | None = None) -> list[Translation]:

@@ -97,6 +97,14 @@ def test_a_sentence_in_capitals_is_translated_as_in_ordinary_case_and_answered_i
     assert hyp.quality == ordinary.best.quality
 
 
+def test_a_headline_in_title_case_is_read_as_in_ordinary_case(bundled):
+    # read as written, every capitalised word is a rare one: "The Reunion Hashrounded To Monesday"
+    ordinary, title = bundled.translate(["La casa de mi padre es muy grande.",
+                                         "La Casa De Mi Padre Es Muy Grande."])
+    assert title.best.text == ordinary.best.text, title.best.text
+    assert " ".join(w for w in title.best.source_words if w != "</s>") == "La Casa De Mi Padre Es Muy Grande."
+
+
 def test_numbers_come_back_whole_and_as_english_writes_them(bundled):
     hyp = bundled.translate(["Costó 2.500.000 pesos y 1.250,50 euros en 1979."])[0].best
     # before, "2.500,000" and "1.250,50": the Spanish marks, half converted

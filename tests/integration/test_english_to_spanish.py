@@ -58,6 +58,13 @@ def test_an_apostrophe_typed_as_an_accent_or_a_backtick_reads_as_one():
     assert texts[1] == texts[2] == texts[0], texts
 
 
+def test_a_post_title_in_title_case_is_read_as_in_ordinary_case():
+    # Discourse and blog titles: read as written, "La reunión Has Been Mueve a la próxima lunes"
+    ordinary, title = Translator(Engine(BUNDLED_EN_ES)).translate(["The meeting has been moved to next Monday.",
+                                                                    "The Meeting Has Been Moved To Next Monday."])
+    assert title.best.text == ordinary.best.text and spanish(title.best.text), title.best.text
+
+
 def test_numbers_come_back_whole_and_as_spanish_writes_them():
     # left to the model, numbers lost or repeated pieces ("from 1977 to 1981" came back "desde 19777 a 1981") and
     # kept English separators; the Academy groups by a space from five digits on, with a decimal comma

@@ -1,0 +1,51 @@
+"""A sentence's case as the models read it: Title Case told apart from ordinary text and from a
+program's labels, read in small letters where the model knows a word so, names kept."""
+
+import re
+
+import pytest
+
+from attnmt.model.data.placeholders import PATTERN
+from attnmt.service.text.case import as_typed, titled, untitled
+
+KNOWN = frozenset({"reunión", "se", "ha", "trasladado", "al", "próximo", "lunes", "meeting", "has", "been", "moved",
+                   "to", "next", "writer", "protecting", "content", "in", "estación", "dónde", "está", "la", "de",
+                   "tren", "en", "Madrid"})
+
+
+@pytest.mark.parametrize("text, title", [
+    ("La Reunión Se Ha Trasladado Al Próximo Lunes", True),
+    ("The Meeting Has Been Moved to Next Monday", True),          # a small "to", as English titles write it
+    ("¿Dónde Está La Estación De Tren?", True),
+    ("La reunión se ha trasladado al próximo lunes.", False),
+    ("Open Recent File", False),                                  # three words: a label the models learnt
+    ("Bienvenido a San Francisco.", False),                       # two capitals for a name
+    ('"Hola, soy Tom." "Hola." "¿Y tú?" "Ah, Mary."', False),      # capitals after quotation marks
+    ("Hi, I'm Tom and Mary.", False),                             # "I'm" is capitalised anywhere
+    ("Dicen Eso en el Reino Unido", False),                       # half its words small
+    ("Choose File - Export As - Export as PDF", False),           # a menu path
+    ("Vaya a Ver ▸ Navegador.", False),
+    ("SUMA(Número 1; Número 2; Número 3)", False),                # a signature
+    ("Bloques Total %b Libres %f Disponibles %a", False),         # a program's labels
+    ("LA REUNIÓN SE HA TRASLADADO", False),                       # capitals: read apart (shouted)
+])
+def test_title_case_is_told_apart(text, title):
+    assert titled(text, re.compile(PATTERN)) is title
+
+
+def test_title_case_is_read_with_known_words_small_and_names_kept():
+    assert untitled("La Reunión Se Ha Trasladado Al Próximo Lunes", KNOWN) == \
+        "La reunión se ha trasladado al próximo lunes"
+    assert untitled("¿Dónde Está La Estación De Tren En Madrid?", KNOWN) == "¿Dónde está la estación de tren en Madrid?"
+    # a name, and the word after it ("writer" alone is known: "escritor" is not the product)
+    assert untitled("Protecting Content in LibreOffice Writer", KNOWN) == "Protecting content in LibreOffice Writer"
+    assert untitled("Meeting With USB Gaziantep", KNOWN) == "Meeting With USB Gaziantep"   # first, capitals, unknown
+    assert untitled("La Reunión Se Ha", None) == "La reunión se ha"                      # no list: every word
+    assert untitled("Group Meeting: Next Meeting Moved", KNOWN) == "Group meeting: Next meeting moved"  # after a colon
+
+
+def test_the_source_pieces_get_back_the_case_the_text_was_sent_in():
+    pieces = ["▁La", "▁reun", "ión", "▁se", "▁", "⦃1⦄", "▁Madrid", "</s>"]
+    assert as_typed(pieces, "La Reunión Se ⦃1⦄ Madrid") == ["▁La", "▁Reun", "ión", "▁Se", "▁", "⦃1⦄", "▁Madrid", "</s>"]
+    # pieces that do not spell the text (an <unk>) are left as they are
+    assert as_typed(["▁la", "<unk>", "</s>"], "La Ñ") == ["▁la", "<unk>", "</s>"]
