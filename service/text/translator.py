@@ -149,11 +149,11 @@ class Translator:
         # A Transformer's position table has max_positions rows: no source and no translation may
         # be longer (the RNNsearch has no such table: None).
         self.max_positions: int | None = engine.manifest.dimensions.get("max_positions")
-        spec = engine.manifest.placeholders
-        # Only a model trained with sentinels can carry them (manifest.placeholders); with
-        # protection off, `sentinels` still drops any the model writes by itself.
         manifest = engine.manifest
-        self.sentinels = Protector(spec, Numbers(manifest.source_language, manifest.target_language)) if spec else None
+        # Only a model trained with sentinels can carry them (manifest.placeholders), numbers too; with
+        # protection off, `sentinels` still drops any the model writes by itself.
+        self.sentinels = (Protector(manifest.placeholders, Numbers(manifest.source_language, manifest.target_language))
+                          if manifest.placeholders else None)
         self.protector = self.sentinels if protect_placeholders else None
         self.quality = QualityModel.from_manifest(engine.manifest, "translation")
         self.greedy_quality = QualityModel.from_manifest(engine.manifest, "translation_greedy")
