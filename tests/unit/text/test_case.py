@@ -21,6 +21,7 @@ KNOWN = frozenset({"reunión", "se", "ha", "trasladado", "al", "próximo", "lune
     ("Open Recent File", False),                                  # three words: a label the models learnt
     ("Bienvenido a San Francisco.", False),                       # two capitals for a name
     ('"Hola, soy Tom." "Hola." "¿Y tú?" "Ah, Mary."', False),      # capitals after quotation marks
+    ("Tom Dijo «Hola» Y «Adiós» Ayer", False),                     # quotations open with a capital
     ("Hi, I'm Tom and Mary.", False),                             # "I'm" is capitalised anywhere
     ("Dicen Eso en el Reino Unido", False),                       # half its words small
     ("Choose File - Export As - Export as PDF", False),           # a menu path
