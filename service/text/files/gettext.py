@@ -60,7 +60,9 @@ _CHARSET = re.compile(rb"charset\s*=\s*([A-Za-z0-9._-]+)", re.IGNORECASE)
 _NOT_PO = "the file is not a gettext catalog (.po, .pot)"
 
 # A line holding strings: its prefixes (obsolete #~, previous #|) and keyword, none on a continuation line
-_STRING_LINE = re.compile(r'^(\s*(?:#~\s*)?(#\|\s*)?(?:(msgctxt|msgid_plural|msgid|msgstr(?:\[\d+\])?)\s*)?)"')
+# gettext's lexer reads `msgstr`, `[`, the number and `]` as tokens, spaces allowed between them
+# ("msgstr [0]"); polib reads only "msgstr[0]", so such a keyword reaches it written so
+_STRING_LINE = re.compile(r'^(\s*(?:#~\s*)?(#\|\s*)?(?:(msgctxt|msgid_plural|msgid|msgstr(?:\s*\[\s*\d+\s*\])?)\s*)?)"')
 _LITERAL = re.compile(r'"((?:[^"\\]|\\.)*)"[ \t\r\f\v]*')
 # gettext's escapes (po-lex.c, control_sequence): one character, or a byte of up to three octal
 # digits or of \x and any hex digits (its low 8 bits); anything else after a backslash is refused
@@ -215,6 +217,7 @@ class _Field:
     polib_reads: str = ""           # what polib makes of it
     one_per_line: bool = True       # one string on each line, no line joined (polib reads no other)
     folded: int | None = None       # msgstr[n] whose n polib misreads (msgstr[10] as msgstr[1]): n
+    respaced: bool = False          # its keyword written with spaces ("msgstr [0]"), which polib refuses
 
 
 def _literals(line: _Line, at: int) -> list[re.Match]:
@@ -291,6 +294,10 @@ def _as_polib_reads(text: str, charset: str, check: Check = go_on) -> str:
             continue
         head, previous, keyword = found.groups()
         literals = _literals(line, found.end() - 1)
+        spaced = keyword
+        if keyword:
+            keyword = re.sub(r"\s+", "", keyword)
+            head = head.replace(spaced, keyword)
         if keyword:
             number = line.first + 1
             # polib reads msgstr[n]'s first digit alone (int(keyword[7])): that form is folded into the one before
@@ -309,7 +316,7 @@ def _as_polib_reads(text: str, charset: str, check: Check = go_on) -> str:
             if folded is not None and not (current and current.keyword.startswith("msgstr[")):
                 raise InvalidInput(f"{_NOT_PO}: line {number} holds {keyword} not after the entry's other forms "
                                    f"(msgstr[0], msgstr[1]...)")
-            current = _Field([], head, keyword, folded=folded)
+            current = _Field([], head, keyword, folded=folded, respaced=keyword != spaced)
             fields.append(current)
         elif current is None:
             continue                # a string continuing nothing: polib refuses it
@@ -324,7 +331,7 @@ def _as_polib_reads(text: str, charset: str, check: Check = go_on) -> str:
             # a string continuing the form before (polib appends it there), which _unfold takes out
             prefix = f.head[:f.head.index(f.keyword)]
             out[f.lines[0]] = f'{prefix}"{_FOLD}{f.folded}{_FOLD}{polib.escape(value)}"'
-        elif f.one_per_line and f.polib_reads == value:
+        elif f.one_per_line and f.polib_reads == value and not f.respaced:
             continue
         else:
             out[f.lines[0]] = f'{f.head}"{polib.escape(value)}"'

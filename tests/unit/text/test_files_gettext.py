@@ -160,6 +160,21 @@ def test_plural_forms_from_msgstr_10_on_keep_their_own_translations(tmp_path):
         compiled(out, tmp_path, "--check")
 
 
+def test_a_plural_form_keyword_with_spaces_is_read_as_msgfmt_reads_it(tmp_path):
+    """msgfmt reads `msgstr [0]` (its lexer takes `[`, the number and `]` as tokens); polib refused
+    the catalog ("unescaped double quote found")."""
+    source = (HEADER + 'msgid "%d gato"\nmsgid_plural "%d gatos"\nmsgstr [0] ""\nmsgstr [ 1 ] ""\n\n'
+              'msgid "%d perro"\nmsgid_plural "%d perros"\nmsgstr [0] "%d dog"\nmsgstr[1] "%d dogs"\n')
+    document = files.read("es.po", source.encode(), LIMITS)
+    assert document.texts == ["%d gato", "%d gatos"]
+    assert document.po[1].msgstr_plural == {0: "%d dog", 1: "%d dogs"}
+    out = document.write(["%d cat", "%d cats"], "en")
+    assert 'msgstr[0] "%d cat"\nmsgstr[1] "%d cats"' in out.decode()
+    if shutil.which("msgfmt"):
+        assert compiled(source.encode(), tmp_path)[("%d perro", 1)] == "%d dogs"
+        assert compiled(out, tmp_path, "--use-fuzzy")[("%d gato", 1)] == "%d cats"
+
+
 def test_a_translated_entry_of_more_than_ten_forms_is_compiled_with_each_form(tmp_path):
     source = TWELVE + plural("%d archivo", FORMS) + plural("%d gato", EMPTY)
     document = files.read("xx.po", source.encode(), LIMITS)
