@@ -8,8 +8,9 @@ the number the target gets is written in the target's convention:
 
 - English: a comma between groups of three, a decimal point (1,250.50);
 - Spanish: the Real Academia's (Ortografía de la lengua española, 2010): groups of three apart by a
-  no-break space in numbers of five digits or more, none in four-digit ones (1250 and 333 000), and
-  a decimal comma (6,5), which most of the Spanish-speaking world writes.
+  no-break space in numbers of five digits or more, none in four-digit ones (1250 and 333 000), a
+  decimal comma (6,5), which most of the Spanish-speaking world writes, and a space before a
+  percent sign (3,2 %, where English writes 3.2%).
 
 A number is read in the source's convention. A Spanish number with one kind of separator before
 groups of exactly three digits is read as grouped ("17.000" in Spain, "17,000" in Mexico); one
@@ -30,7 +31,10 @@ _GROUPED = r"\d{1,3}(?:(?P<sep>[.,\u00a0\u202f ])\d{3})(?:(?P=sep)\d{3})*(?:[.,]
 # 30/11/2026, 1.2.3). Without a mark, it has three digits or more: one or two are one or two pieces,
 # which the models carry, and hidden they would not read as a day or an age ("el 23 de julio" came
 # back "the 23 of July", where the model, shown the number, writes "July 23").
-NUMBER = re.compile(r"(?<![\w.,:/\u00a0\u202f])(?:" + _GROUPED + r"|\d+[.,]\d+|\d{3,})(?!\w|[.,:/]\d)")
+# A percent sign after it goes with it, spaced as the target spaces it ("%%" and "%s" are a program's).
+NUMBER = re.compile(r"(?<![\w.,:/\u00a0\u202f])(?:" + _GROUPED + r"|\d+[.,]\d+|\d{3,})"
+                    r"(?:[ \u00a0\u202f]?%(?![\w%]))?(?!\w|[.,:/]\d)")
+_PERCENT = re.compile(r"[ \u00a0\u202f]?%$")
 
 
 @dataclass(frozen=True)
@@ -38,11 +42,12 @@ class Convention:
     group: str            # between groups of three digits
     decimal: str
     min_grouped: int      # the fewest digits a grouped integer has
+    percent: str          # a percent sign, after the number
 
 
 CONVENTIONS = {
-    "en": Convention(group=",", decimal=".", min_grouped=4),
-    "es": Convention(group="\u00a0", decimal=",", min_grouped=5),
+    "en": Convention(group=",", decimal=".", min_grouped=4, percent="%"),
+    "es": Convention(group="\u00a0", decimal=",", min_grouped=5, percent="\u00a0%"),   # "3,2 %"
 }
 
 
@@ -92,10 +97,13 @@ class Numbers:
 
     def written(self, number: str) -> str:
         """`number` as the target writes it; as it is where either convention is unknown."""
-        if self.target_language not in CONVENTIONS:
+        if self.target_language not in CONVENTIONS or self.source_language not in CONVENTIONS:
             return number
-        value = read(number, self.source_language)
-        return number if value is None else write(*value, self.target_language)
+        percent = _PERCENT.search(number)
+        digits = number[:percent.start()] if percent else number
+        value = read(digits, self.source_language)
+        written = digits if value is None else write(*value, self.target_language)
+        return written + CONVENTIONS[self.target_language].percent if percent else written
 
     def is_number(self, text: str) -> bool:
         return self.pattern.fullmatch(text) is not None

@@ -14,7 +14,7 @@ NBSP = "\u00a0"
 @pytest.mark.parametrize("written, english", [
     ("1.250,50", "1,250.50"), ("333 000", "333,000"), (f"333{NBSP}000", "333,000"), ("6,5", "6.5"),
     ("17.000", "17,000"), ("17,000", "17,000"), ("2.500.000", "2,500,000"), ("3.7", "3.7"), ("0,125", "0.125"),
-    ("20 564,25", "20,564.25"), ("1000", "1000"), ("12.345.67", "12.345.67"),
+    ("20 564,25", "20,564.25"), ("1000", "1000"), ("12.345.67", "12.345.67"), ("3,2 %", "3.2%"), ("100 %", "100%"),
 ])
 def test_spanish_numbers_are_written_as_english_writes_them(written, english):
     assert Numbers("es", "en").written(written) == english
@@ -22,7 +22,7 @@ def test_spanish_numbers_are_written_as_english_writes_them(written, english):
 
 @pytest.mark.parametrize("written, spanish", [
     ("76,000", f"76{NBSP}000"), ("3,000,000", f"3{NBSP}000{NBSP}000"), ("6,000", "6000"), ("6.5", "6,5"),
-    ("1,250.50", "1250,50"), ("14.3", "14,3"), ("1,5", "1,5"), ("2020", "2020"),
+    ("1,250.50", "1250,50"), ("14.3", "14,3"), ("1,5", "1,5"), ("2020", "2020"), ("3.2%", f"3,2{NBSP}%"),
 ])
 def test_english_numbers_are_written_as_the_academy_writes_spanish(written, spanish):
     assert Numbers("en", "es").written(written) == spanish
@@ -35,8 +35,9 @@ def test_a_language_without_a_convention_gets_its_numbers_as_written():
 
 @pytest.mark.parametrize("text, numbers", [
     ("unos 30 000 ciervos y 6,5 millones.", ["30 000", "6,5"]),
-    ("en 1978, el 2,5% y 5 más", ["1978", "2,5"]),
+    ("en 1978, el 2,5% y 5 más", ["1978", "2,5%"]),
     ("(1644-1912), AUD$450, 23 de julio", ["1644", "1912", "450"]),   # one or two digits: the model's
+    ("un 3,2 % y el 100%, 100%% y 100%s", ["3,2 %", "100%", "100", "100"]),   # "%%", "%s": a program's
     ("a las 12:00 del 30/11/2026, 4:41.30", []),                 # times and dates are not amounts
     ("802.11n a 2.4GHz, versión 1.2.3, 192.168.0.1, M16, 18th", []),
 ])
