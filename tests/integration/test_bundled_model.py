@@ -106,9 +106,9 @@ def test_a_headline_in_title_case_is_read_as_in_ordinary_case(bundled):
 
 
 def test_numbers_come_back_whole_and_as_english_writes_them(bundled):
-    hyp = bundled.translate(["Costó 2.500.000 pesos y 1.250,50 euros en 1979."])[0].best
+    hyp = bundled.translate(["Costó 2.500.000 pesos y 1.250,50 euros en 1979, un 3,2 % más."])[0].best
     # before, "2.500,000" and "1.250,50": the Spanish marks, half converted
-    assert all(n in hyp.text for n in ("2,500,000", "1,250.50", "1979")), hyp.text
+    assert all(n in hyp.text for n in ("2,500,000", "1,250.50", "1979", "3.2%")), hyp.text
     assert "2.500.000" in hyp.source_words
 
 
