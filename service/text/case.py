@@ -21,8 +21,10 @@ from attnmt.service.modeldir.tokenizer import WORD_BOUNDARY
 
 # A word of a Title Case sentence: its letters, after any opening marks ("¿Dónde", "(Nota").
 _WORD = re.compile(r"(?<!\S)[^\w\s]*([^\W\d_][\w'’-]*)")
-# After one of these a capital starts a sentence or a quotation (names.py's OPENERS, and quotes).
-_OPENERS = frozenset(".!?:¿¡\"«“‘—-'")
+# After one of these (spaces aside) a capital starts a sentence or a quotation, not a name (names.py)
+OPENERS = frozenset(".!?:¿¡\"«“‘—([")
+# and in a title, after a dash or an apostrophe too
+_TITLE_OPENERS = OPENERS | {"-", "'"}
 # English's "I", "I'm", "I'll": capitalised in any sentence.
 _PRONOUN_I = re.compile(r"I(?:['’]\w+)?$")
 # Marks of a program's text rather than a headline's: menu paths, signatures, key=value, markup.
@@ -66,7 +68,7 @@ def titled(text: str, placeholders: re.Pattern | None = None) -> bool:
         words.append(word)
         # inner: after a space and a word, not opening a sentence or a quotation ("dijo «Hola»")
         if (word[0].isupper() and not word.isupper() and not _PRONOUN_I.match(word)
-                and m.start(1) == m.start() and _before(text, m.start()) not in _OPENERS):
+                and m.start(1) == m.start() and before(text, m.start()) not in _TITLE_OPENERS):
             inner += 1
     small = sum(w[0].islower() for w in words)
     return (len(words) >= 4 and inner >= 3 and 4 * small <= len(words)
@@ -85,7 +87,7 @@ def untitled(text: str, known: frozenset[str] | None) -> str:
         nonlocal first, after_name
         word, was_first, was_after_name = m.group(1), first, after_name
         first, after_name = False, False
-        if was_first or not word[0].isupper() or word.isupper() or _before(text, m.start()) in _OPENERS:
+        if was_first or not word[0].isupper() or word.isupper() or before(text, m.start()) in _TITLE_OPENERS:
             return m.group()
         small = word[0].lower() + word[1:]
         if known is not None and small not in known:
@@ -110,7 +112,7 @@ def as_typed(pieces: list[str], text: str) -> list[str]:
     return [p if _special(p) else "".join(c if c == WORD_BOUNDARY else next(letters) for c in p) for p in pieces]
 
 
-def _before(text: str, at: int) -> str:
+def before(text: str, at: int) -> str:
     """The last character before `at` that is not a space; "." at the text's start, which opens it."""
     at -= 1
     while at >= 0 and text[at].isspace():
@@ -123,4 +125,4 @@ def _special(piece: str) -> bool:
     return piece in ("</s>", "<s>", "<pad>")
 
 
-__all__ = ["as_typed", "sentence_case", "shouted", "titled", "untitled"]
+__all__ = ["OPENERS", "as_typed", "before", "sentence_case", "shouted", "titled", "untitled"]

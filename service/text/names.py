@@ -22,13 +22,12 @@ import re
 from collections import Counter
 from pathlib import Path
 
+from attnmt.service.text.case import OPENERS, before
 from attnmt.service.text.glossary import Entry, Glossary
 from attnmt.service.text.translator import Translation
 
 # A word: letters and digits, with inner hyphens and apostrophes ("Super-G", "O'Brien").
 WORD = re.compile(r"\w+(?:[-'’]\w+)*")
-# After one of these (spaces aside) a capital starts a sentence or a quotation, not a name.
-OPENERS = frozenset(".!?:¿¡\"«“‘—([")
 # What may surround a name in a whitespace-separated token ("(Gaziantep),").
 AROUND = ".,;:!?\"'()[]{}«»“”‘’¿¡—-"
 
@@ -56,7 +55,7 @@ class Names:
         tokens: set[str] | None = None            # made only for a sentence with a candidate
         for i, m in enumerate(WORD.finditer(text)):
             word = m.group()
-            if i == 0 or not word[0].isupper() or _after_opener(text, m.start()):
+            if i == 0 or not word[0].isupper() or before(text, m.start()) in OPENERS:
                 continue
             if any(c.isdigit() or c == "_" for c in word) or word in self.known or word.lower() in self.known:
                 continue
@@ -74,14 +73,6 @@ class Names:
             return translation
         # The matches are not a request glossary's: Hypothesis.glossary stays for those.
         return Glossary([Entry(w, w) for w in words], "names").apply(translation, record=False)
-
-
-def _after_opener(text: str, start: int) -> bool:
-    """Whether the last character before `start` that is not a space is one of OPENERS."""
-    j = start - 1
-    while j >= 0 and text[j].isspace():
-        j -= 1
-    return j >= 0 and text[j] in OPENERS
 
 
 def build_known(lines, capitalised_min: int, lowercase_min: int) -> list[str]:

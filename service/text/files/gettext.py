@@ -294,11 +294,9 @@ def _as_polib_reads(text: str, charset: str, check: Check = go_on) -> str:
             continue
         head, previous, keyword = found.groups()
         literals = _literals(line, found.end() - 1)
-        spaced = keyword
         if keyword:
-            keyword = re.sub(r"\s+", "", keyword)
+            spaced, keyword = keyword, re.sub(r"\s+", "", keyword)
             head = head.replace(spaced, keyword)
-        if keyword:
             number = line.first + 1
             # polib reads msgstr[n]'s first digit alone (int(keyword[7])): that form is folded into the one before
             form = int(keyword[7:-1]) if keyword.startswith("msgstr[") and not previous else None
