@@ -224,6 +224,8 @@ export-en-es: $(VENV)/.dev
 	$(BIN)/attnmt fit-quality --model $(EN_ES_RUN)/model --data $(QUALITY_DATA)
 	# names it never learnt kept as written: the known-words list of its training source, with the dev change
 	$(BIN)/attnmt fit-names --model $(EN_ES_RUN)/model --corpus data/en-es-general/train.en --data $(QUALITY_DATA)
+	# nouns and adjectives it never learnt translated by Apertium's dictionary, with the dev change
+	$(BIN)/attnmt fit-lexicon --model $(EN_ES_RUN)/model --data $(QUALITY_DATA)
 
 # RNNsearch once per score function at an equal budget (one config, resumable: run it
 # again), each exported beside its run (not committed) for the AER and speed comparisons.
@@ -280,6 +282,7 @@ export-transformer: $(VENV)/.dev
 	$(BIN)/attnmt evaluate-alignment --model $(TRANSFORMER_EXPORT) --write-manifest
 	$(BIN)/attnmt fit-quality --model $(TRANSFORMER_EXPORT) --data $(QUALITY_DATA)
 	$(BIN)/attnmt fit-names --model $(TRANSFORMER_EXPORT) --corpus data/es-en-general/train.es --data $(QUALITY_DATA)
+	$(BIN)/attnmt fit-lexicon --model $(TRANSFORMER_EXPORT) --data $(QUALITY_DATA)
 
 export-needs-a-run:
 	@test -f $(EXPORT_RUN)/$(CHECKPOINT) || { echo "make export: no trained run in $(EXPORT_RUN) (no $(CHECKPOINT)); \

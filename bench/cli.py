@@ -1,6 +1,6 @@
 """The measurement subcommands of `attnmt`: bench (engine, server, offline, serving, http, glossary,
 quality, score-functions, overload, soak, order, files, catalog, subtitles), evaluate, evaluate-public,
-evaluate-alignment, fit-quality, fit-names.
+evaluate-alignment, fit-quality, fit-names, fit-lexicon.
 
 Found by `attnmt` through the `attnmt.commands` entry point; the modules that run them
 (torch, grpc, sacrebleu, the client) are imported only when one runs, so they cost
@@ -338,6 +338,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--beam", type=int, default=5, help="the search measured (the server default: 5)")
     p.set_defaults(func=cmd_fit_names)
 
+    p = sub.add_parser("fit-lexicon", help="write a model's lexicon from Apertium's Spanish–English dictionary, so "
+                                           "that nouns and adjectives it never learnt are translated, with BLEU and "
+                                           "chrF on dev with and without it into its manifest (needs Debian "
+                                           "apertium-eng-spa and sacrebleu)")
+    p.add_argument("--model", type=Path, required=True, help="model directory with a known-words list (lexicon.tsv.gz "
+                                                             "and its manifest.json are written)")
+    p.add_argument("--data", type=Path, nargs="+", required=True, help="data directories whose dev split is measured")
+    p.add_argument("--cache", type=Path, default=Path("data/dictionary/cache"),
+                   help="where lttoolbox-dev's package is downloaded and unpacked (for lt-print)")
+    p.add_argument("--split", default="dev", help="never the test split: the score is measured there")
+    p.add_argument("--beam", type=int, default=5, help="the search measured (the server default: 5)")
+    p.set_defaults(func=cmd_fit_lexicon)
+
 
 def _register_serving_benches(bench: argparse._SubParsersAction) -> None:
     b = bench.add_parser("files", help="single-sentence calls beside a large gettext catalog in /v1/translate_file: "
@@ -616,6 +629,12 @@ def _bench_report(report: dict, table: str, out: Path | None) -> int:
 def cmd_fit_names(args: argparse.Namespace) -> int:
     from attnmt.bench.names import fit_names
     print(json.dumps(fit_names(args.model, args.corpus, args.data, args.split, args.beam)))
+    return 0
+
+
+def cmd_fit_lexicon(args: argparse.Namespace) -> int:
+    from attnmt.bench.lexicon import fit_lexicon
+    print(json.dumps(fit_lexicon(args.model, args.data, args.cache, args.split, args.beam)))
     return 0
 
 

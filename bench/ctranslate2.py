@@ -121,8 +121,9 @@ def agreement(model_dir: Path, ct2_dir: Path, sources: list[str], threads: int =
     limit = _limit(translator)
     options = SearchOptions(beam_size=1, max_length_ratio=10.0, max_length_extra=limit,
                             max_target_tokens=limit).validate()
-    # the engines' own pieces: no names written over them (service/text/names.py)
-    ours = [t.best.target_tokens for t in translator.translate(sources, options, keep_names=False)]
+    # the engines' own pieces: no names or lexicon words written over them (names.py, lexicon.py)
+    ours = [t.best.target_tokens
+            for t in translator.translate(sources, options, keep_names=False, use_lexicon=False)]
     ours = [pieces[:-1] if pieces and pieces[-1] == "</s>" else pieces for pieces in ours]
     results = _ctranslate2(ct2_dir, threads).translate_batch(_source_pieces(translator, sources), beam_size=1,
                                                              max_decoding_length=limit)

@@ -106,7 +106,8 @@ def _texts(texts: Iterable[str]) -> list[str]:
 
 
 def options_pb(options: SearchOptions, alignment: str = "soft", threshold: float | None = None,
-               replace_unk: bool = False, keep_names: bool | None = None) -> pb.DecodingOptions:
+               replace_unk: bool = False, keep_names: bool | None = None,
+               use_lexicon: bool | None = None) -> pb.DecodingOptions:
     message = pb.DecodingOptions(beam_size=options.beam_size, n_best=options.n_best,
                                  length_penalty=options.length_penalty, max_length_ratio=options.max_length_ratio,
                                  max_length_extra=options.max_length_extra, alignment=ALIGNMENTS[_alignment(alignment)],
@@ -115,6 +116,8 @@ def options_pb(options: SearchOptions, alignment: str = "soft", threshold: float
         message.alignment_threshold = threshold
     if keep_names is not None:
         message.keep_names = keep_names
+    if use_lexicon is not None:
+        message.use_lexicon = use_lexicon
     return message
 
 
@@ -214,14 +217,16 @@ class Client:
 
     def translate(self, texts: list[str], options: SearchOptions | None = None, *, alignment: str = "soft",
                   threshold: float | None = None, replace_unk: bool = False, keep_names: bool | None = None,
-                  model: str = "", glossary: Iterable[tuple[str, str]] | dict[str, str] | None = None,
+                  use_lexicon: bool | None = None, model: str = "",
+                  glossary: Iterable[tuple[str, str]] | dict[str, str] | None = None,
                   glossary_name: str = "", **option_values) -> list[Translation]:
         """Translate sentences; soft alignment (the default) lets words and hard links be derived locally.
         `glossary`: (source, target) terms or {source: target}; `glossary_name`: one stored on the server.
         Each hypothesis carries `quality` and the `glossary` matches applied to it. No texts, no call: []."""
         texts = _texts(texts)
         options = options or _server_default(option_values)
-        wire_options = options_pb(options, _wire_alignment(alignment), threshold, replace_unk, keep_names)
+        wire_options = options_pb(options, _wire_alignment(alignment), threshold, replace_unk, keep_names,
+                                  use_lexicon)
         terms = glossary_pb(glossary)
 
         def call(chunk: list[str]) -> list[Translation]:
@@ -233,14 +238,16 @@ class Client:
 
     def translate_documents(self, texts: list[str], options: SearchOptions | None = None, *, html: bool = False,
                             split_sentences: bool = True, alignment: str = "soft", threshold: float | None = None,
-                            replace_unk: bool = False, keep_names: bool | None = None, model: str = "",
+                            replace_unk: bool = False, keep_names: bool | None = None,
+                            use_lexicon: bool | None = None, model: str = "",
                             **option_values) -> list[Document]:
         """Translate paragraphs or documents (split_sentences) and/or HTML (html): each comes
         back whole, with its sentences, their alignments and every word's character offsets.
         No texts, no call: []."""
         texts = _texts(texts)
         options = options or _server_default(option_values)
-        wire_options = options_pb(options, _wire_alignment(alignment), threshold, replace_unk, keep_names)
+        wire_options = options_pb(options, _wire_alignment(alignment), threshold, replace_unk, keep_names,
+                                  use_lexicon)
 
         def call(chunk: list[str]) -> list[Document]:
             request = pb.TranslateRequest(sentences=chunk, model=model, split_sentences=split_sentences,

@@ -9,7 +9,8 @@ writes a model and building never imports bench/. The sections:
 - `hard_links`: the served hard-link rule chosen on the gold dev split (`attnmt
   evaluate-alignment --write-manifest`), which the manifest's schema checks on the next load;
 - `quality`: quality-estimation weights fitted on the dev split(s) (`attnmt fit-quality`);
-- `names`: the known-words list that keeps unknown names as written, with its dev change (`attnmt fit-names`).
+- `names`: the known-words list that keeps unknown names as written, with its dev change (`attnmt fit-names`);
+- `lexicon`: translations of the words the model never learnt, with its dev change (`attnmt fit-lexicon`).
 """
 
 from __future__ import annotations
@@ -50,9 +51,10 @@ def write_quality(model_dir: Path, spec: dict) -> None:
     write_manifest(model_dir, manifest)
 
 
-def write_names(model_dir: Path, spec: dict) -> None:
-    """The known-words section (its file written beside the manifest), in place of any before."""
+def write_names(model_dir: Path, spec: dict, section: str = "names") -> None:
+    """The known-words section (or the lexicon's), its file written beside the manifest, in place
+    of any before."""
     manifest = _read(model_dir)
-    manifest["names"] = spec
+    manifest[section] = spec
     manifest["files"].update(file_entries(Path(model_dir), [spec["file"]]))
     write_manifest(model_dir, manifest)

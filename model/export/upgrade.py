@@ -118,9 +118,10 @@ def upgrade_model(model_dir: Path, out_dir: Path | None = None, tolerance: float
                                                 shift_att=bool((old.get("alignment") or {}).get("shift_att")))
             for key, value in old.items():       # what was measured on these weights: hard links, quality
                 manifest.setdefault(key, value)
-            if manifest.get("names"):             # the known-words list (the training source's) goes along
-                shutil.copy(model_dir / manifest["names"]["file"], staged / manifest["names"]["file"])
-                manifest["files"].update(file_entries(staged, [manifest["names"]["file"]]))
+            for section in ("names", "lexicon"):  # the known-words list and the lexicon go along
+                if manifest.get(section):
+                    shutil.copy(model_dir / manifest[section]["file"], staged / manifest[section]["file"])
+                    manifest["files"].update(file_entries(staged, [manifest[section]["file"]]))
         else:
             manifest = rnnsearch.export(model_dir / "checkpoint.pt", tokenizer, staged, *described)
         # Same weights, so the same version and the same measured scores.

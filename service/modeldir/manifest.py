@@ -217,6 +217,9 @@ class Manifest(BaseModel):
     # Names kept as written (service/text/names.py): the known-words file, the counts that put a word
     # in it and the dev sets' change, written by `attnmt fit-names`. None: the model translates every word.
     names: dict[str, Any] | None = None
+    # Words the model never learnt, translated (service/text/lexicon.py): the lexicon file, where it came
+    # from and the dev sets' change, written by `attnmt fit-lexicon`. None: no lexicon.
+    lexicon: dict[str, Any] | None = None
     # Quality estimation (service/text/quality.py): feature weights, standardisation, the coverage
     # threshold and the `suspect_below` threshold, fitted on dev by `attnmt fit-quality`.
     quality: dict[str, Any] | None = None

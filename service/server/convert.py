@@ -30,6 +30,11 @@ def keep_names(options: pb.DecodingOptions) -> bool | None:
     return options.keep_names if options.HasField("keep_names") else None
 
 
+def use_lexicon(options: pb.DecodingOptions) -> bool | None:
+    """The request's use_lexicon; None (unset): the model's default, on when it has a lexicon."""
+    return options.use_lexicon if options.HasField("use_lexicon") else None
+
+
 def search_options(options: pb.DecodingOptions, settings: Settings, field: str = "options") -> SearchOptions:
     """Validated SearchOptions; unset fields take the server defaults."""
     values = {"beam_size": options.beam_size or settings.default_beam_size, "n_best": options.n_best or 1,
@@ -211,6 +216,7 @@ def model_info_pb(translator, settings: Settings, is_default: bool) -> pb.ModelI
                         vocab_size=m.vocab_size, provider=engine.provider, is_default=is_default,
                         evaluation=evaluation, limits=limits, dimensions=dimensions,
                         alignment=alignment_defaults_pb(m), keeps_names=m.names is not None,
+                        has_lexicon=m.lexicon is not None,
                         manifest_json=json.dumps(m.model_dump(mode="json"), ensure_ascii=False))
 
 

@@ -171,11 +171,13 @@ class Core:
             self._check_response_size(searches, kind)
             searches = await self._run(served, searches, deadline, client, priority)
             translator, keep_names = served.translator, convert.keep_names(request.options)
+            use_lexicon = convert.use_lexicon(request.options)
 
             def answer(check) -> None:
                 for text, s in zip(request.sentences, searches):
                     check()
-                    translation = (translator.result(text, s, request.options.replace_unknown, glossary, keep_names)
+                    translation = (translator.result(text, s, request.options.replace_unknown, glossary, keep_names,
+                                                     use_lexicon)
                                    if s else translator.copy(text))
                     convert.translation_pb(translation, kind, threshold, response.translations.add())
 
@@ -207,7 +209,7 @@ class Core:
         search = self._search(served, item.sentence, options, field)
         (search,) = await self._run(served, [search], deadline, client, priority)
         translation = (served.translator.result(item.sentence, search, opts.replace_unknown, glossary,
-                                                convert.keep_names(opts))
+                                                convert.keep_names(opts), convert.use_lexicon(opts))
                        if search else served.translator.copy(item.sentence))
         convert.translation_pb(translation, kind, threshold, answer.translation)
         return answer
@@ -268,10 +270,10 @@ class Core:
         readings, sentences, searches = await run(read, deadline)
         searches = await self._run(served, searches, deadline, client, priority)
 
-        keep_names = convert.keep_names(opts)
+        keep_names, use_lexicon = convert.keep_names(opts), convert.use_lexicon(opts)
 
         def answer(check) -> list[pb.Translation]:
-            done = iter(translator.result(text, s, opts.replace_unknown, glossary, keep_names) if s
+            done = iter(translator.result(text, s, opts.replace_unknown, glossary, keep_names, use_lexicon) if s
                         else translator.copy(text) for (_, _, text), s in zip(sentences, searches))
             messages = []
             for reading in readings:

@@ -31,7 +31,7 @@ TEXT_FORMAT_PLAIN: TextFormat
 TEXT_FORMAT_HTML: TextFormat
 
 class DecodingOptions(_message.Message):
-    __slots__ = ("beam_size", "n_best", "length_penalty", "max_length_ratio", "max_length_extra", "alignment", "alignment_threshold", "replace_unknown", "early_exit", "keep_names")
+    __slots__ = ("beam_size", "n_best", "length_penalty", "max_length_ratio", "max_length_extra", "alignment", "alignment_threshold", "replace_unknown", "early_exit", "keep_names", "use_lexicon")
     BEAM_SIZE_FIELD_NUMBER: _ClassVar[int]
     N_BEST_FIELD_NUMBER: _ClassVar[int]
     LENGTH_PENALTY_FIELD_NUMBER: _ClassVar[int]
@@ -42,6 +42,7 @@ class DecodingOptions(_message.Message):
     REPLACE_UNKNOWN_FIELD_NUMBER: _ClassVar[int]
     EARLY_EXIT_FIELD_NUMBER: _ClassVar[int]
     KEEP_NAMES_FIELD_NUMBER: _ClassVar[int]
+    USE_LEXICON_FIELD_NUMBER: _ClassVar[int]
     beam_size: int
     n_best: int
     length_penalty: float
@@ -52,7 +53,8 @@ class DecodingOptions(_message.Message):
     replace_unknown: bool
     early_exit: bool
     keep_names: bool
-    def __init__(self, beam_size: _Optional[int] = ..., n_best: _Optional[int] = ..., length_penalty: _Optional[float] = ..., max_length_ratio: _Optional[float] = ..., max_length_extra: _Optional[int] = ..., alignment: _Optional[_Union[AlignmentKind, str]] = ..., alignment_threshold: _Optional[float] = ..., replace_unknown: _Optional[bool] = ..., early_exit: _Optional[bool] = ..., keep_names: _Optional[bool] = ...) -> None: ...
+    use_lexicon: bool
+    def __init__(self, beam_size: _Optional[int] = ..., n_best: _Optional[int] = ..., length_penalty: _Optional[float] = ..., max_length_ratio: _Optional[float] = ..., max_length_extra: _Optional[int] = ..., alignment: _Optional[_Union[AlignmentKind, str]] = ..., alignment_threshold: _Optional[float] = ..., replace_unknown: _Optional[bool] = ..., early_exit: _Optional[bool] = ..., keep_names: _Optional[bool] = ..., use_lexicon: _Optional[bool] = ...) -> None: ...
 
 class TranslateRequest(_message.Message):
     __slots__ = ("sentences", "model", "options", "format", "split_sentences", "glossary", "glossary_name", "source_language", "target_language")
@@ -355,7 +357,7 @@ class GetModelRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class ModelInfo(_message.Message):
-    __slots__ = ("name", "version", "architecture", "source_language", "target_language", "vocab_size", "provider", "is_default", "evaluation", "limits", "manifest_json", "dimensions", "alignment", "keeps_names")
+    __slots__ = ("name", "version", "architecture", "source_language", "target_language", "vocab_size", "provider", "is_default", "evaluation", "limits", "manifest_json", "dimensions", "alignment", "keeps_names", "has_lexicon")
     class EvaluationEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -391,6 +393,7 @@ class ModelInfo(_message.Message):
     DIMENSIONS_FIELD_NUMBER: _ClassVar[int]
     ALIGNMENT_FIELD_NUMBER: _ClassVar[int]
     KEEPS_NAMES_FIELD_NUMBER: _ClassVar[int]
+    HAS_LEXICON_FIELD_NUMBER: _ClassVar[int]
     name: str
     version: str
     architecture: str
@@ -405,7 +408,8 @@ class ModelInfo(_message.Message):
     dimensions: _containers.ScalarMap[str, int]
     alignment: AlignmentDefaults
     keeps_names: bool
-    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., architecture: _Optional[str] = ..., source_language: _Optional[str] = ..., target_language: _Optional[str] = ..., vocab_size: _Optional[int] = ..., provider: _Optional[str] = ..., is_default: _Optional[bool] = ..., evaluation: _Optional[_Mapping[str, float]] = ..., limits: _Optional[_Mapping[str, int]] = ..., manifest_json: _Optional[str] = ..., dimensions: _Optional[_Mapping[str, int]] = ..., alignment: _Optional[_Union[AlignmentDefaults, _Mapping]] = ..., keeps_names: _Optional[bool] = ...) -> None: ...
+    has_lexicon: bool
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., architecture: _Optional[str] = ..., source_language: _Optional[str] = ..., target_language: _Optional[str] = ..., vocab_size: _Optional[int] = ..., provider: _Optional[str] = ..., is_default: _Optional[bool] = ..., evaluation: _Optional[_Mapping[str, float]] = ..., limits: _Optional[_Mapping[str, int]] = ..., manifest_json: _Optional[str] = ..., dimensions: _Optional[_Mapping[str, int]] = ..., alignment: _Optional[_Union[AlignmentDefaults, _Mapping]] = ..., keeps_names: _Optional[bool] = ..., has_lexicon: _Optional[bool] = ...) -> None: ...
 
 class AlignmentDefaults(_message.Message):
     __slots__ = ("rule", "threshold", "dev_aer", "test_aer", "layer", "heads", "shift_att")

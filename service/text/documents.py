@@ -296,13 +296,14 @@ def read(entry: str, html: bool, split: bool, language: str, placeholders: bool 
 
 def translate_documents(translator: Translator, entries: list[str], html: bool, split: bool,
                         options: SearchOptions = SearchOptions(), max_rows: int | None = None,
-                        replace_unk: bool = False, keep_names: bool | None = None) -> list[Document]:
+                        replace_unk: bool = False, keep_names: bool | None = None,
+                        use_lexicon: bool | None = None) -> list[Document]:
     """Offline: every sentence of every entry in one decode."""
     language = translator.engine.manifest.source_language
     readings = [read(e, html, split, language, placeholders=translator.protector is None) for e in entries]
     texts = [s for r in readings for s in r.sentences]
     searches = [translator.search(t, options) if normalise(t) and not translator.copies(t) else None for t in texts]
     decode_all(translator.engine, [s for s in searches if s is not None], max_rows, translator.workers)
-    done = iter(translator.result(t, s, replace_unk, keep_names=keep_names) if s else translator.copy(t)
-                for t, s in zip(texts, searches))
+    done = iter(translator.result(t, s, replace_unk, keep_names=keep_names, use_lexicon=use_lexicon) if s
+                else translator.copy(t) for t, s in zip(texts, searches))
     return [r.assemble([next(done) for _ in r.spans]) for r in readings]

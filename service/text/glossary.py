@@ -73,7 +73,12 @@ class Match:
 
 
 class Glossary:
-    def __init__(self, entries: list[Entry], name: str = "glossary"):
+    def __init__(self, entries: list[Entry], name: str = "glossary", exact_case: bool = False,
+                 insert_dropped: bool = True):
+        """exact_case: an entry matches only as written (the lexicon's lower-case words are not
+        the names "Libia" or "Bolsa"); insert_dropped: a term whose occurrence the model dropped
+        is inserted after the word attending most to it, else that occurrence is left alone."""
+        self.exact_case, self.insert_dropped = exact_case, insert_dropped
         self.entries = [Entry(normalise(e.source), normalise(e.target)) for e in entries]
         for i, e in enumerate(self.entries):
             if not e.source or not e.target:
@@ -82,10 +87,14 @@ class Glossary:
         order = sorted(range(len(self.entries)), key=lambda i: -len(self.entries[i].source))
         self._by_key = {}
         for i in order:
-            self._by_key.setdefault(self.entries[i].source.casefold(), i)    # the first of duplicates wins
+            self._by_key.setdefault(self._key(self.entries[i].source), i)    # the first of duplicates wins
         terms = sorted(self._by_key, key=len, reverse=True)
         body = "|".join(re.escape(t).replace(r"\ ", r"\s+") for t in terms)
-        self._pattern = re.compile(rf"(?<!\w)(?:{body})(?!\w)", re.IGNORECASE) if terms else None
+        self._pattern = (re.compile(rf"(?<!\w)(?:{body})(?!\w)", 0 if exact_case else re.IGNORECASE)
+                         if terms else None)
+
+    def _key(self, text: str) -> str:
+        return text if self.exact_case else text.casefold()
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -98,7 +107,7 @@ class Glossary:
         starts = [m.start() for m in re.finditer(r"\S+", text)]
         found = []
         for m in self._pattern.finditer(text):
-            key = " ".join(m.group(0).split()).casefold()
+            key = self._key(" ".join(m.group(0).split()))
             first = bisect.bisect_right(starts, m.start()) - 1
             last = bisect.bisect_right(starts, m.end() - 1) - 1
             found.append(Occurrence(self._by_key[key], m.group(0), first, last + 1))
@@ -135,6 +144,8 @@ class Glossary:
         if not occurrences:
             return hyp
         edits = self._place(hyp, occurrences, tgt_groups, len(src_groups))
+        if not edits:                              # every occurrence dropped, and left so
+            return hyp
         columns = {id(occ): [p for g in src_groups[occ.start:occ.end] for p in g] for _, _, occ in edits}
 
         # The new target, piece by piece: the index of a piece the model wrote, or a term's
@@ -147,6 +158,9 @@ class Glossary:
             cols = columns[id(occ)]
             target = self.target_for(occ)
             old = detokenize([hyp.target_tokens[i] for i in replaced]) if replaced else ""
+            if old.strip()[:1].isupper() and target[:1].islower() and all(
+                    isinstance(w, int) and _bare(hyp.target_tokens[w]) for w in written):
+                target = target[0].upper() + target[1:]      # the sentence's first word: "Stylist", not "stylist"
             # α of the term: the replaced rows restricted to the occurrence's source pieces
             row = np.zeros(hyp.alignment.shape[1], dtype=hyp.alignment.dtype)                # S
             restricted = hyp.alignment[replaced][:, cols].sum(axis=0) if replaced else np.zeros(len(cols))
@@ -244,7 +258,7 @@ class Glossary:
                         last = right
                 claimed.update(range(first, last + 1))
                 edits.append((first, last, occ))
-            else:                                  # dropped by the model: insert after the most attending word
+            elif self.insert_dropped:              # dropped by the model: insert after the most attending word
                 after = max(attention, key=attention.get) if attention else -1
                 edits.append((after, -1, occ))
         return sorted(edits, key=lambda e: e[0])
@@ -254,6 +268,11 @@ def _same_term(written: str, term: str) -> bool:
     """Whether the model wrote the term already: exactly, or but for its first letter's case (a
     sentence's first word). "home" is not "HOME", nor "github" "GitHub": those are written over."""
     return written[1:] == term[1:] and written[:1].casefold() == term[:1].casefold()
+
+
+def _bare(piece: str) -> bool:
+    """A piece with no word in it: a lone '▁' or punctuation."""
+    return piece == WORD_BOUNDARY or _is_punctuation(piece)
 
 
 def _is_punctuation(piece: str) -> bool:

@@ -161,6 +161,8 @@ class Translator:
         # Imported here: names.py builds on the glossary, which imports this module.
         from attnmt.service.text.names import Names
         self.names = Names.from_manifest(engine.model_dir, engine.manifest.names)
+        from attnmt.service.text.lexicon import Lexicon
+        self.lexicon = Lexicon.from_manifest(engine.model_dir, engine.manifest.lexicon)
         # the words the model knows in small letters, for reading a sentence in Title Case (case.py)
         self._known = self.names.known if self.names is not None else None
         chosen = engine.manifest.hard_links or {}
@@ -226,10 +228,11 @@ class Translator:
                       capitals=capitals, title_case=title)
 
     def result(self, text: str, search: Search, replace_unk: bool = False, glossary=None,
-               keep_names: bool | None = None) -> Translation:
+               keep_names: bool | None = None, use_lexicon: bool | None = None) -> Translation:
         """A finished search as a Translation: with `keep_names` (None: when the model has a
-        known-words list, names.py) names it never learnt written as in the source, then with a
-        `glossary.Glossary` its terms written in."""
+        known-words list, names.py) names it never learnt written as in the source, with
+        `use_lexicon` (None: when the model has a lexicon, lexicon.py) the other words it never
+        learnt translated by its lexicon, then with a `glossary.Glossary` its terms written in."""
         source_tokens = self.tokenizer.pieces(search.source)
         translation = Translation(text, source_tokens)
         eos = self.engine.eos_id
@@ -270,6 +273,8 @@ class Translator:
                 placeholder_sources=placeholder_sources))
         if self.names is not None and keep_names is not False and search.forced is None:
             translation = self.names.apply(translation)
+        if self.lexicon is not None and use_lexicon is not False and search.forced is None:
+            translation = self.lexicon.apply(translation)
         if glossary is not None:
             translation = glossary.apply(translation)
         if search.capitals:
@@ -314,11 +319,12 @@ class Translator:
         return Translation(translation.source, as_typed(translation.source_tokens, text), hypotheses)
 
     def translate(self, texts: list[str], options: SearchOptions = SearchOptions(), max_rows: int | None = None,
-                  replace_unk: bool = False, glossary=None, keep_names: bool | None = None) -> list[Translation]:
+                  replace_unk: bool = False, glossary=None, keep_names: bool | None = None,
+                  use_lexicon: bool | None = None) -> list[Translation]:
         """Offline batch translation (the server schedules instead); a text `copies` is copied."""
         searches = [None if self.copies(t) else self.search(t, options) for t in texts]
         decode_all(self.engine, [s for s in searches if s is not None], max_rows, self.workers)
-        return [self.result(t, s, replace_unk, glossary, keep_names) if s else self.copy(t)
+        return [self.result(t, s, replace_unk, glossary, keep_names, use_lexicon) if s else self.copy(t)
                 for t, s in zip(texts, searches)]
 
     def align(self, pairs: list[tuple[str, str]], max_rows: int | None = None) -> list[Translation]:

@@ -169,17 +169,20 @@ def test_a_transformer_without_the_grouped_step_gains_it_and_keeps_its_files(tin
                                                                             tmp_path):
     """A directory exported after the append step and before the grouped one: it gains the grouped
     step, the step it is served with then, and every other file comes out byte-identical, its
-    known-words list (`attnmt fit-names`) too."""
+    known-words list (`attnmt fit-names`) and lexicon (`attnmt fit-lexicon`) too."""
     from attnmt.service.inference.engine import Engine
     from attnmt.service.modeldir.manifest import file_entries
+    from attnmt.service.text.lexicon import write_lexicon
     from attnmt.service.text.names import write_known
     old = without_grouped_step(tiny_transformer, tmp_path / "old")
     manifest = json.loads((old / "manifest.json").read_text())
     data = {"data_dir": str(tiny_transformer_run.parent / "data"), "src_lang": "xx", "tgt_lang": "en"}
     write_known(old / "known_words.txt.gz", ["kasa", "peru"])
-    manifest["files"].update(file_entries(old, ["known_words.txt.gz"]))
+    write_lexicon(old / "lexicon.tsv.gz", {"gato": "cat"})
+    manifest["files"].update(file_entries(old, ["known_words.txt.gz", "lexicon.tsv.gz"]))
     (old / "manifest.json").write_text(json.dumps({**manifest, "training": {"config": data},
-                                                   "names": {"file": "known_words.txt.gz"}}))
+                                                   "names": {"file": "known_words.txt.gz"},
+                                                   "lexicon": {"file": "lexicon.tsv.gz"}}))
     assert not Engine(old).grouped
     upgrade_model(old, tmp_path / "new")
     raw = json.loads((tmp_path / "new" / "manifest.json").read_text())
@@ -187,9 +190,10 @@ def test_a_transformer_without_the_grouped_step_gains_it_and_keeps_its_files(tin
     before = json.loads((old / "manifest.json").read_text())["files"]
     after = raw["files"]
     assert set(after) - set(before) == {"decoder_step_grouped.onnx"}
-    assert {f: after[f] for f in before} == before and "known_words.txt.gz" in before
+    assert {f: after[f] for f in before} == before and {"known_words.txt.gz", "lexicon.tsv.gz"} <= set(before)
     from attnmt.service.text.translator import Translator
-    assert Translator(Engine(tmp_path / "new")).names.known == frozenset({"kasa", "peru"})
+    upgraded = Translator(Engine(tmp_path / "new"))
+    assert upgraded.names.known == frozenset({"kasa", "peru"}) and upgraded.lexicon.entries == {"gato": "cat"}
 
 
 def test_a_transformer_an_older_export_wrote_gets_the_current_graphs_and_keeps_its_weights(tiny_transformer,

@@ -331,3 +331,28 @@ def test_a_sentence_in_capitals_is_read_in_sentence_case():
     from attnmt.service.text.translator import sentence_case
     assert sentence_case("¡ATENCIÓN! NO TOCAR.") == "¡Atención! no tocar."
     assert sentence_case("⦃1⦄: NO") == "⦃1⦄: No"        # its first letter, after a sentinel
+
+
+def test_a_term_that_replaces_the_sentences_first_word_starts_with_a_capital():
+    on_kasa, on_peru, on_dot, on_end = [0.8, 0.1, 0.05, 0.05], [0.1, 0.8, 0.05, 0.05], [0.1, 0.1, 0.7, 0.1], \
+        [0.1, 0.1, 0.1, 0.7]
+    # the model's first word "Doggy" is aligned to "peru"
+    hyp = Hypothesis("Doggy house .", ["▁Dog", "gy", "▁house", "▁.", "</s>"], [-0.1] * 5, -0.5, -0.1,
+                     np.array([on_peru, on_peru, on_kasa, on_dot, on_end]), ["▁kasa", "▁peru", "▁.", "</s>"])
+    done = glossary(peru="dog").apply(Translation("kasa peru .", hyp.source_tokens, [hyp])).best
+    assert done.text == "Dog house ."
+    # past the first word, the term stays in small letters
+    hyp = Hypothesis("The doggy .", ["▁The", "▁dog", "gy", "▁.", "</s>"], [-0.1] * 5, -0.5, -0.1,
+                     np.array([on_kasa, on_peru, on_peru, on_dot, on_end]), ["▁kasa", "▁peru", "▁.", "</s>"])
+    assert glossary(peru="dog").apply(Translation("kasa peru .", hyp.source_tokens, [hyp])).best.text == "The dog ."
+
+
+def test_exact_case_matching_and_leaving_a_dropped_word_dropped():
+    g = Glossary([Entry("libia", "Libyan")], exact_case=True)
+    assert [o.text for o in g.find("Libia y la rebelión libia, LIBIA")] == ["libia"]
+    alpha = np.array([[0.7, 0.2, 0.05, 0.05], [0.6, 0.3, 0.05, 0.05], [0.1, 0.1, 0.7, 0.1], [0.1, 0.1, 0.1, 0.7]])
+    hyp = Hypothesis("the dog .", ["▁the", "▁dog", "▁.", "</s>"], [-0.1] * 4, -0.4, -0.1, alpha,
+                     ["▁peru", "▁kasa", "▁.", "</s>"])
+    kept = Glossary([Entry("kasa", "house")], insert_dropped=False).apply(Translation("peru kasa .",
+                                                                                      hyp.source_tokens, [hyp]))
+    assert kept.best is hyp                       # no word aligned to "kasa": nothing written in

@@ -1,0 +1,117 @@
+"""A model's lexicon: translations of the words it never learnt, from Apertium's dictionary.
+
+A subword model translates a word it never saw piece by piece and often invents one: "los
+perdedores" comes out "its perdestors", "el estilista" "the stilist", "obese children" "los
+niños obes". The lexicon lists, for every noun and adjective form of Apertium's bilingual
+dictionary (Debian `apertium-eng-spa`) that the model's known-words list lacks, Apertium's
+translation of it alone ("perdedores" → "losers", "stylist" → "estilista"); at translation time
+service/text/lexicon.py writes it over the target words aligned to the word.
+
+Which forms: the bilingual dictionary's nouns and adjectives (read back from the compiled
+transducer with `lt-print`, as dictionary.py does), each lemma's singular and plural (and an
+adjective's genders) from Apertium's own generator, kept when it is a lower-case single word,
+every analysis of it by Apertium's analyser is a noun or an adjective ("pastoreo" is also a verb
+form, "research" a verb: left to the model), and the model does not know it. The translation is
+`apertium SRC-TGT` on the word alone, so its number is the dictionary's ("roedores" →
+"rodents"); verbs stay out, their translation alone carries a pronoun ("delimitan" → "They
+delimit") and a person the sentence may not have. Chosen on the dev sets (docs/benchmarks.md,
+"Words the model never learnt"): nouns and adjectives gained most on newstest2012 in both
+directions, verbs cost BLEU.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from attnmt.model.data.dictionary import APERTIUM, att_sections, generate, section_paths
+from attnmt.model.data.gettext import fetch_packages, require
+
+POS = ("n", "adj")
+WORD = re.compile(r"[a-zñáéíóúü]+")
+_TAGS = re.compile(r"<([^>]+)>")
+# The tags the source side's generator takes for each form of a lemma (its left-side tags kept).
+FORMS = {
+    ("es", "n"): ("<sg>", "<pl>"),
+    ("es", "adj"): ("<sg>", "<pl>"),
+    ("en", "n"): ("<sg>", "<pl>"),
+    ("en", "adj"): ("",),
+}
+APERTIUM_CODE = {"es": "spa", "en": "eng"}
+
+
+def source_units(paths: list[tuple[str, str]], src: str) -> list[str]:
+    """Lexical units for the source side's generator: each noun and adjective lemma of the
+    bilingual dictionary's left side, in each form, once."""
+    units: dict[str, None] = {}
+    for left, _ in paths:
+        lemma, _, rest = left.partition("<")
+        tags = _TAGS.findall("<" + rest)
+        if not tags or tags[0] not in POS or not WORD.fullmatch(lemma):
+            continue
+        base = lemma + "".join(f"<{t}>" for t in tags)
+        if src == "es" and tags[0] == "adj" and len(tags) == 1:
+            for gender in ("<m>", "<f>"):
+                for number in FORMS[(src, "adj")]:
+                    units[base + gender + number] = None
+            continue
+        if src == "es" and tags[0] == "n" and (len(tags) < 2 or tags[1] not in ("m", "f", "mf")):
+            continue
+        for number in FORMS[(src, tags[0])]:
+            units[base + number] = None
+    return list(units)
+
+
+def only(readings: str, pos: tuple[str, ...] = POS) -> bool:
+    """Whether every analysis of an `lt-proc -w` line is one of `pos` (and it has one)."""
+    analyses = readings.strip("^$").split("/")[1:]
+    return bool(analyses) and all(not a.startswith("*") and (_TAGS.findall(a) or [""])[0] in pos for a in analyses)
+
+
+def analyse(words: list[str], analyser: Path) -> list[str]:
+    """`lt-proc -w` of each word alone, one `^word/analysis/…$` line each (null flush)."""
+    out = subprocess.run(["lt-proc", "-z", "-w", str(analyser)], input="".join(w + "\0" for w in words),
+                         capture_output=True, text=True, check=True).stdout.split("\0")
+    return [o.strip() for o in out[:len(words)]]
+
+
+def translate_alone(words: list[str], src: str, tgt: str) -> list[str]:
+    """`apertium SRC-TGT` on each word alone, one sentence each; '' where it knows no translation
+    (its marks *, # and @). The word follows a comma, or Apertium would capitalise it as a
+    sentence's first: ", birmana ." → ", Burmese .", ", felinos ." → ", feline ."."""
+    pair = f"{APERTIUM_CODE[src]}-{APERTIUM_CODE[tgt]}"
+    out = subprocess.run(["apertium", pair], input="".join(f", {w} .\n" for w in words), capture_output=True,
+                         text=True, check=True).stdout.splitlines()
+    if len(out) != len(words):
+        raise RuntimeError(f"apertium {pair} gave {len(out)} lines for {len(words)} words")
+    result = []
+    for line in out:
+        text = line.strip().removeprefix(",").removesuffix(".").strip()
+        result.append("" if not text or any(c in text for c in "*#@,") else text)
+    return result
+
+
+def build_lexicon(src: str, tgt: str, known: frozenset[str], cache: Path) -> tuple[dict[str, str], dict]:
+    """{source form: translation} for the forms the model does not know, and what was counted."""
+    require("lt-proc", "lttoolbox")
+    require("apertium", "apertium")
+    a, b = APERTIUM_CODE[src], APERTIUM_CODE[tgt]
+    bidix = APERTIUM / f"{a}-{b}.autobil.bin"
+    if not bidix.exists():
+        raise SystemExit(f"{bidix} missing: apt-get install apertium-eng-spa")
+    root = fetch_packages(["lttoolbox-dev"], cache)["lttoolbox-dev"]
+    printed = subprocess.run([str(root / "usr/bin/lt-print"), str(bidix)], capture_output=True, text=True,
+                             check=True).stdout
+    paths = [p for section in att_sections(printed.splitlines()) for p in (section_paths(section) or [])]
+    units = source_units(paths, src)
+    # the source language's generator is the other direction's
+    forms = sorted({f for f in generate(units, APERTIUM / f"{b}-{a}.autogen.bin") if WORD.fullmatch(f)})
+    unknown = [f for f in forms if f not in known]
+    analyses = analyse(unknown, APERTIUM / f"{a}-{b}.automorf.bin")
+    candidates = [f for f, r in zip(unknown, analyses) if only(r)]
+    translations = translate_alone(candidates, src, tgt)
+    lexicon = {f: t for f, t in zip(candidates, translations) if t}
+    counts = {"units": len(units), "forms": len(forms), "unknown": len(unknown),
+              "nouns_and_adjectives_only": len(candidates), "entries": len(lexicon)}
+    return lexicon, counts

@@ -1,0 +1,65 @@
+"""Words the model never learnt, translated by its lexicon, on a real `attnmt serve` of the
+bundled models: on by default for a model with a lexicon (gRPC, HTTP, LibreTranslate's API),
+off on request, both directions, and the same as offline."""
+
+from __future__ import annotations
+
+import grpc
+import httpx
+import pytest
+
+from attnmt.service.inference.engine import Engine
+from attnmt.service.inference.search import SearchOptions
+from attnmt.service.server.settings import BUNDLED_EN_ES, BUNDLED_TRANSFORMER
+from attnmt.service.stubs import translator_pb2 as pb
+from attnmt.service.stubs import translator_pb2_grpc as rpc
+from attnmt.service.text.translator import Translator
+
+pytestmark = pytest.mark.skipif(not (BUNDLED_TRANSFORMER / "manifest.json").exists(), reason="no bundled model")
+# newstest2012 (the news dev set): left to itself, each model spells the word it never learnt wrong
+SPANISH = "El estilista ha de tener una visión global."              # "The stilist is to have …"
+ENGLISH = "This is what a stylist and designer, Mario Kameník, was telling us about."   # "un estílista"
+
+
+@pytest.fixture(scope="module")
+def stub(bundled_server):
+    with grpc.insecure_channel(bundled_server.address) as channel:
+        yield rpc.TranslatorStub(channel)
+
+
+def test_the_transformers_say_they_have_a_lexicon(stub):
+    models = {m.name: m.has_lexicon for m in stub.ListModels(pb.ListModelsRequest()).models}
+    assert models["transformer-es-en"] and models["transformer-en-es"], models
+
+
+@pytest.mark.parametrize("model, sentence, word, misspelt", [
+    ("transformer-es-en", SPANISH, "stylist", "stilist"), ("transformer-en-es", ENGLISH, "estilista", "estílista")])
+def test_the_word_is_translated_unless_the_request_turns_it_off(stub, model, sentence, word, misspelt):
+    translated = stub.Translate(pb.TranslateRequest(sentences=[sentence], model=model)).translations[0]
+    plain = stub.Translate(pb.TranslateRequest(sentences=[sentence], model=model, options=pb.DecodingOptions(
+        use_lexicon=False))).translations[0]
+    assert word in translated.text.lower() and misspelt not in translated.text.lower(), translated.text
+    assert misspelt in plain.text.lower(), plain.text
+    assert translated.text[:1].isupper(), translated.text            # the sentence's first word keeps its capital
+    assert not translated.hypotheses[0].glossary_applied            # not a glossary's term
+    offline = Translator(Engine(BUNDLED_TRANSFORMER if model == "transformer-es-en" else BUNDLED_EN_ES))
+    assert plain.text == offline.translate([sentence], SearchOptions(beam_size=5), use_lexicon=False)[0].best.text
+    assert translated.text == offline.translate([sentence], SearchOptions(beam_size=5))[0].best.text
+
+
+def test_a_request_glossary_still_wins_over_the_lexicon(stub):
+    reply = stub.Translate(pb.TranslateRequest(sentences=[SPANISH],
+                                               glossary=[pb.GlossaryEntry(source="estilista", target="hairdresser")]))
+    hyp = reply.translations[0].hypotheses[0]
+    assert "hairdresser" in hyp.text and "stylist" not in hyp.text.lower(), hyp.text
+    assert [(m.source, m.target) for m in hyp.glossary_applied] == [("estilista", "hairdresser")]
+
+
+def test_http_clients_get_the_word_and_can_turn_it_off(bundled_server):
+    with httpx.Client(base_url=bundled_server.http, timeout=60) as client:
+        lt = client.post("/translate", json={"q": ENGLISH, "source": "en", "target": "es"})
+        native = client.post("/v1/translate", json={"sentences": [SPANISH], "options": {"use_lexicon": False}})
+        info = client.get("/v1/models/transformer-es-en")
+    assert lt.status_code == 200 and "estilista" in lt.json()["translatedText"], lt.text
+    assert native.status_code == 200 and "tilist" in native.json()["translations"][0]["text"], native.text
+    assert info.json()["hasLexicon"] is True

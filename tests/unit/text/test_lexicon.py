@@ -1,0 +1,67 @@
+"""The lexicon of words a model never learnt (service/text/lexicon.py, model/data/lexicon.py):
+which words of a sentence it translates, its file, the forms read from Apertium's dictionary,
+and, where Apertium is installed, a lexicon built from it."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from attnmt.model.data import lexicon as built
+from attnmt.service.text.lexicon import Lexicon, read_lexicon, write_lexicon
+from attnmt.service.text.translator import Hypothesis, Translation
+
+
+def test_words_in_small_letters_as_whole_tokens_each_once():
+    lexicon = Lexicon({"libia": "Libyan", "perdedores": "losers", "ascii": "ascii"})
+    assert lexicon.find("Libia tiene perdedores; la rebelión libia, (perdedores) y ASCII/ansi ascii/ANSI") == [
+        "perdedores", "libia"]                   # "Libia" is the country's name; "ascii/ANSI" a token of its own
+
+
+def test_the_translation_replaces_the_aligned_words_and_a_dropped_word_stays_dropped():
+    alpha = np.array([[0.8, 0.1, 0.05, 0.05], [0.1, 0.8, 0.05, 0.05], [0.1, 0.1, 0.7, 0.1], [0.1, 0.1, 0.1, 0.7]])
+    hyp = Hypothesis("its perdestors .", ["▁its", "▁perdestors", "▁.", "</s>"], [-0.1] * 4, -0.4, -0.1, alpha,
+                     ["▁sus", "▁perdedores", "▁.", "</s>"])
+    done = Lexicon({"perdedores": "losers"}).apply(Translation("sus perdedores .", hyp.source_tokens, [hyp])).best
+    assert done.text == "its losers ." and done.glossary == []          # not a request glossary's term
+    dropped = Hypothesis("its .", ["▁its", "▁.", "</s>"], [-0.1] * 3, -0.3, -0.1, alpha[[0, 2, 3]],
+                         ["▁sus", "▁perdedores", "▁.", "</s>"])
+    assert Lexicon({"perdedores": "losers"}).apply(Translation("sus perdedores .", dropped.source_tokens,
+                                                               [dropped])).best is dropped
+
+
+def test_the_file_reads_back_and_is_reproducible(tmp_path):
+    entries = {"roedores": "rodents", "birmana": "Burmese", "semáforo": "traffic light"}
+    write_lexicon(tmp_path / "a.tsv.gz", entries)
+    write_lexicon(tmp_path / "b.tsv.gz", dict(reversed(entries.items())))
+    assert read_lexicon(tmp_path / "a.tsv.gz") == entries
+    assert (tmp_path / "a.tsv.gz").read_bytes() == (tmp_path / "b.tsv.gz").read_bytes()
+
+
+def test_the_forms_asked_of_the_generator():
+    paths = [("roedor<n><m>", "rodent<n>"), ("felino<adj>", "feline<adj>"), ("estudiante<n><mf>", "student<n>"),
+             ("delimitar<vblex>", "delimit<vblex>"), ("Madrid<np><loc>", "Madrid<np>"), ("cola<n>", "tail<n>"),
+             ("roedor<n><m>", "gnawer<n>")]
+    assert built.source_units(paths, "es") == [
+        "roedor<n><m><sg>", "roedor<n><m><pl>", "felino<adj><m><sg>", "felino<adj><m><pl>", "felino<adj><f><sg>",
+        "felino<adj><f><pl>", "estudiante<n><mf><sg>", "estudiante<n><mf><pl>"]   # verbs, names, no gender: out
+    assert built.source_units([("rodent<n>", "roedor<n><m>"), ("feline<adj>", "felino<adj>")], "en") == [
+        "rodent<n><sg>", "rodent<n><pl>", "feline<adj>"]
+
+
+def test_a_form_with_any_other_analysis_is_left_to_the_model():
+    assert built.only("^roedores/roedor<n><m><pl>$")
+    assert built.only("^felinos/felino<adj><m><pl>/felino<n><m><pl>$")
+    assert not built.only("^cuidadas/cuidar<vblex><pp><f><pl>$")
+    assert not built.only("^research/research<n><sg>/research<vblex><inf>$")
+    assert not built.only("^pastoreo/*pastoreo$")
+
+
+@pytest.mark.skipif(shutil.which("apertium") is None or shutil.which("lt-proc") is None,
+                    reason="Apertium is not installed")
+def test_apertium_translates_each_word_alone_in_its_own_case():
+    assert built.translate_alone(["roedores", "birmana", "felinos", "pastoreo"], "es", "en") == [
+        "rodents", "Burmese", "feline", ""]
+    assert built.translate_alone(["napkin", "obese"], "en", "es") == ["servilleta", "obeso"]
