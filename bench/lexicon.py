@@ -13,14 +13,11 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-import sacrebleu
-
-from attnmt.corpus.splits import read_split
+from attnmt.bench.names import dev_change
 from attnmt.model.data.backtranslation import _installed_version
 from attnmt.model.data.lexicon import APERTIUM_CODE, build_lexicon
 from attnmt.model.export.measured import write_names
 from attnmt.service.inference.engine import Engine
-from attnmt.service.inference.search import SearchOptions
 from attnmt.service.text.lexicon import Lexicon, write_lexicon
 from attnmt.service.text.translator import Translator
 
@@ -40,20 +37,7 @@ def fit_lexicon(model_dir: Path, data_dirs: list[Path], cache: Path, split: str 
     if src not in APERTIUM_CODE or tgt not in APERTIUM_CODE:
         raise SystemExit(f"{model_dir}: Apertium's dictionary here is Spanish–English; the model is {src}→{tgt}")
     entries, counts = build_lexicon(src, tgt, translator.names.known, cache)
-    lexicon = Lexicon(entries)
-    dev = {}
-    for data_dir in data_dirs:
-        pairs = read_split(Path(data_dir), split, src, tgt)
-        refs = [t for _, t in pairs]
-        plain = translator.translate([s for s, _ in pairs], SearchOptions(beam_size=beam), use_lexicon=False)
-        with_lexicon = [lexicon.apply(t) for t in plain]
-        scores = {}
-        for label, translations in (("without", plain), ("with", with_lexicon)):
-            hyps = [t.best.text if t.hypotheses else "" for t in translations]
-            scores[label] = {"bleu": round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2),
-                             "chrf": round(sacrebleu.corpus_chrf(hyps, [refs]).score, 2)}
-        changed = sum(a.hypotheses and a.best.text != b.best.text for a, b in zip(plain, with_lexicon))
-        dev[f"{Path(data_dir).name}/{split}"] = {"sentences": len(pairs), "changed": int(changed), **scores}
+    dev = dev_change(translator, data_dirs, split, beam, {"use_lexicon": False}, Lexicon(entries).apply)
     spec = {"file": FILE, "entries": len(entries), "pos": ["n", "adj"],
             "source": {"package": "apertium-eng-spa", "version": _installed_version("apertium-eng-spa"),
                        "pair": f"{APERTIUM_CODE[src]}-{APERTIUM_CODE[tgt]}", "licence": "GPL-2.0-only"},

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
+from typing import Callable
 
 import sacrebleu
 
@@ -23,11 +24,33 @@ from attnmt.service.inference.engine import Engine
 from attnmt.service.inference.search import SearchOptions
 from attnmt.service.modeldir.manifest import sha256_of
 from attnmt.service.text.names import Names, build_known, write_known
-from attnmt.service.text.translator import Translator
+from attnmt.service.text.translator import Translation, Translator
 
 FILE = "known_words.txt.gz"
 CAPITALISED_MIN = 20
 LOWERCASE_MIN = 5
+
+
+def dev_change(translator: Translator, data_dirs: list[Path], split: str, beam: int, off: dict,
+               apply: Callable[[Translation], Translation]) -> dict:
+    """BLEU and chrF of `split` of each data directory translated with `off` (the translate
+    arguments that leave a step out) and with `apply` (that step) run over those translations,
+    and how many translations it changed."""
+    m = translator.engine.manifest
+    dev = {}
+    for data_dir in data_dirs:
+        pairs = read_split(Path(data_dir), split, m.source_language, m.target_language)
+        refs = [t for _, t in pairs]
+        plain = translator.translate([s for s, _ in pairs], SearchOptions(beam_size=beam), **off)
+        done = [apply(t) for t in plain]
+        scores = {}
+        for label, translations in (("without", plain), ("with", done)):
+            hyps = [t.best.text if t.hypotheses else "" for t in translations]
+            scores[label] = {"bleu": round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2),
+                             "chrf": round(sacrebleu.corpus_chrf(hyps, [refs]).score, 2)}
+        changed = sum(a.hypotheses and a.best.text != b.best.text for a, b in zip(plain, done))
+        dev[f"{Path(data_dir).name}/{split}"] = {"sentences": len(pairs), "changed": int(changed), **scores}
+    return dev
 
 
 def fit_names(model_dir: Path, corpus: Path, data_dirs: list[Path], split: str = "dev", beam: int = 5,
@@ -40,20 +63,7 @@ def fit_names(model_dir: Path, corpus: Path, data_dirs: list[Path], split: str =
         known = build_known(f, capitalised_min, lowercase_min)
     names = Names(frozenset(known))
     translator = Translator(Engine(model_dir), max_tokens=100_000)
-    m = translator.engine.manifest
-    dev = {}
-    for data_dir in data_dirs:
-        pairs = read_split(Path(data_dir), split, m.source_language, m.target_language)
-        refs = [t for _, t in pairs]
-        plain = translator.translate([s for s, _ in pairs], SearchOptions(beam_size=beam), keep_names=False)
-        kept = [names.apply(t) for t in plain]
-        scores = {}
-        for label, translations in (("without", plain), ("with", kept)):
-            hyps = [t.best.text if t.hypotheses else "" for t in translations]
-            scores[label] = {"bleu": round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2),
-                             "chrf": round(sacrebleu.corpus_chrf(hyps, [refs]).score, 2)}
-        changed = sum(a.hypotheses and a.best.text != b.best.text for a, b in zip(plain, kept))
-        dev[f"{Path(data_dir).name}/{split}"] = {"sentences": len(pairs), "changed": int(changed), **scores}
+    dev = dev_change(translator, data_dirs, split, beam, {"keep_names": False}, names.apply)
     spec = {"file": FILE, "capitalised_min": capitalised_min, "lowercase_min": lowercase_min,
             "words": len(known), "corpus": {"file": Path(corpus).name, "sha256": sha256_of(Path(corpus))},
             "beam": beam, "dev": dev, "date": dt.date.today().isoformat()}

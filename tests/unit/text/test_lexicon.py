@@ -4,14 +4,20 @@ and, where Apertium is installed, a lexicon built from it."""
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import numpy as np
 import pytest
 
+from attnmt.bench.lexicon import fit_lexicon
+from attnmt.bench.names import fit_names
 from attnmt.model.data import lexicon as built
+from attnmt.service.inference.engine import Engine
+from attnmt.service.inference.search import SearchOptions
+from attnmt.service.server.settings import BUNDLED_TRANSFORMER
 from attnmt.service.text.lexicon import Lexicon, read_lexicon, write_lexicon
-from attnmt.service.text.translator import Hypothesis, Translation
+from attnmt.service.text.translator import Hypothesis, Translation, Translator
 
 
 def test_words_in_small_letters_as_whole_tokens_each_once():
@@ -65,3 +71,29 @@ def test_apertium_translates_each_word_alone_in_its_own_case():
     assert built.translate_alone(["roedores", "birmana", "felinos", "pastoreo"], "es", "en") == [
         "rodents", "Burmese", "feline", ""]
     assert built.translate_alone(["napkin", "obese"], "en", "es") == ["servilleta", "obeso"]
+
+
+@pytest.mark.skipif(shutil.which("apertium") is None or shutil.which("lt-proc") is None,
+                    reason="Apertium is not installed")
+@pytest.mark.skipif(not (BUNDLED_TRANSFORMER / "manifest.json").exists(), reason="no bundled model")
+def test_fit_names_then_fit_lexicon_write_their_files_and_dev_change(tmp_path):
+    model = tmp_path / "model"
+    shutil.copytree(BUNDLED_TRANSFORMER, model, ignore=shutil.ignore_patterns("eval"))
+    data = tmp_path / "news"
+    data.mkdir()
+    (data / "dev.es").write_text("El estilista ha de tener una visión global.\nLa casa es roja.\n", encoding="utf-8")
+    (data / "dev.en").write_text("A stylist needs a global vision.\nThe house is red.\n", encoding="utf-8")
+    corpus = tmp_path / "train.es"
+    corpus.write_text("la casa es roja .\n" * 5, encoding="utf-8")
+    names = fit_names(model, corpus, [data])
+    assert names["words"] == 4 and names["dev"]["news/dev"]["sentences"] == 2
+    spec = fit_lexicon(model, [data], tmp_path / "cache")
+    # with 4 known words, nearly every noun and adjective form of the dictionary is in the lexicon
+    assert spec["entries"] > 30_000 and spec["source"]["pair"] == "spa-eng"
+    assert spec["dev"]["news/dev"]["changed"] >= 1, spec["dev"]
+    manifest = json.loads((model / "manifest.json").read_text())
+    assert manifest["lexicon"]["file"] == "lexicon.tsv.gz" and "lexicon.tsv.gz" in manifest["files"]
+    translator = Translator(Engine(model))
+    assert translator.lexicon.entries["estilista"] == "stylist"
+    assert "stylist" in translator.translate(["El estilista ha de tener una visión global."],
+                                             SearchOptions(beam_size=5))[0].best.text
