@@ -20,7 +20,7 @@ import gzip
 from pathlib import Path
 
 from attnmt.service.text.glossary import Entry, Glossary
-from attnmt.service.text.names import AROUND, WORD
+from attnmt.service.text.names import WORD, bare_tokens
 from attnmt.service.text.translator import Translation
 
 
@@ -54,7 +54,7 @@ class Lexicon:
             if word not in self.entries or word in found:
                 continue
             if tokens is None:
-                tokens = {token.strip(AROUND) for token in text.split()}
+                tokens = bare_tokens(text)
             if word in tokens:
                 found[word] = None
         return list(found)

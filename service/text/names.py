@@ -32,6 +32,13 @@ WORD = re.compile(r"\w+(?:[-'’]\w+)*")
 AROUND = ".,;:!?\"'()[]{}«»“”‘’¿¡—-"
 
 
+def bare_tokens(text: str) -> set[str]:
+    """The whitespace-separated tokens of `text` without the punctuation around them: a word is
+    one of them only when it is a whole token ("Gaziantep" of "(Gaziantep),", not "ASCII" of
+    "ASCII/ANSI")."""
+    return {token.strip(AROUND) for token in text.split()}
+
+
 def read_known(path: Path) -> frozenset[str]:
     with gzip.open(path, "rt", encoding="utf-8") as f:
         return frozenset(line.rstrip("\n") for line in f if line.strip())
@@ -60,7 +67,7 @@ class Names:
             if any(c.isdigit() or c == "_" for c in word) or word in self.known or word.lower() in self.known:
                 continue
             if tokens is None:
-                tokens = {token.strip(AROUND) for token in text.split()}
+                tokens = bare_tokens(text)
             if word in tokens:
                 found[word] = None
         return list(found)
