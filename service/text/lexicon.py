@@ -20,7 +20,7 @@ import gzip
 from pathlib import Path
 
 from attnmt.service.text.glossary import Entry, Glossary
-from attnmt.service.text.names import WORD, bare_tokens
+from attnmt.service.text.names import WORD, whole_words
 from attnmt.service.text.translator import Translation
 
 
@@ -47,17 +47,9 @@ class Lexicon:
     def find(self, text: str) -> list[str]:
         """The lexicon's words in `text`, each once, in order: whole whitespace-separated tokens
         but for the punctuation around them (not "ASCII/ANSI"'s parts), as written."""
-        found: dict[str, None] = {}
-        tokens: set[str] | None = None
-        for m in WORD.finditer(text):
-            word = m.group()
-            if word not in self.entries or word in found:
-                continue
-            if tokens is None:
-                tokens = bare_tokens(text)
-            if word in tokens:
-                found[word] = None
-        return list(found)
+        if self.entries.keys().isdisjoint(WORD.findall(text)):    # most sentences: one pass in C
+            return []
+        return whole_words(text, lambda _, m: m.group() in self.entries)
 
     def apply(self, translation: Translation) -> Translation:
         """`translation` with each such word's translation written where the model aligned it;

@@ -21,6 +21,7 @@ import gzip
 import re
 from collections import Counter
 from pathlib import Path
+from typing import Callable
 
 from attnmt.service.text.case import OPENERS, before
 from attnmt.service.text.glossary import Entry, Glossary
@@ -32,11 +33,21 @@ WORD = re.compile(r"\w+(?:[-'’]\w+)*")
 AROUND = ".,;:!?\"'()[]{}«»“”‘’¿¡—-"
 
 
-def bare_tokens(text: str) -> set[str]:
-    """The whitespace-separated tokens of `text` without the punctuation around them: a word is
-    one of them only when it is a whole token ("Gaziantep" of "(Gaziantep),", not "ASCII" of
-    "ASCII/ANSI")."""
-    return {token.strip(AROUND) for token in text.split()}
+def whole_words(text: str, candidate: Callable[[int, re.Match], bool]) -> list[str]:
+    """The words of `text` (the i-th word's match) that `candidate` takes and that are a whole
+    whitespace-separated token but for the punctuation around it ("Gaziantep" of "(Gaziantep),",
+    not "ASCII" of "ASCII/ANSI"), each once, in order."""
+    found: dict[str, None] = {}
+    tokens: set[str] | None = None            # made only for a sentence with a candidate
+    for i, m in enumerate(WORD.finditer(text)):
+        word = m.group()
+        if word in found or not candidate(i, m):
+            continue
+        if tokens is None:
+            tokens = {token.strip(AROUND) for token in text.split()}
+        if word in tokens:
+            found[word] = None
+    return list(found)
 
 
 def read_known(path: Path) -> frozenset[str]:
@@ -58,19 +69,12 @@ class Names:
         that is only part of its whitespace-separated token ("ASCII/ANSI", "CR+LF",
         "(NúmeroX|NúmeroY)"): the model copies those itself, and the target word that would be
         replaced holds the rest of the token."""
-        found: dict[str, None] = {}
-        tokens: set[str] | None = None            # made only for a sentence with a candidate
-        for i, m in enumerate(WORD.finditer(text)):
+        def candidate(i: int, m: re.Match) -> bool:
             word = m.group()
-            if i == 0 or not word[0].isupper() or before(text, m.start()) in OPENERS:
-                continue
-            if any(c.isdigit() or c == "_" for c in word) or word in self.known or word.lower() in self.known:
-                continue
-            if tokens is None:
-                tokens = bare_tokens(text)
-            if word in tokens:
-                found[word] = None
-        return list(found)
+            return not (i == 0 or not word[0].isupper() or before(text, m.start()) in OPENERS
+                        or any(c.isdigit() or c == "_" for c in word) or word in self.known
+                        or word.lower() in self.known)
+        return whole_words(text, candidate)
 
     def apply(self, translation: Translation) -> Translation:
         """`translation` with each name of its source written into every hypothesis where the
