@@ -27,9 +27,8 @@ def stub(bundled_server):
         yield rpc.TranslatorStub(channel)
 
 
-def test_the_transformers_say_they_have_a_lexicon(stub):
-    models = {m.name: m.has_lexicon for m in stub.ListModels(pb.ListModelsRequest()).models}
-    assert models["transformer-es-en"] and models["transformer-en-es"], models
+def test_every_bundled_model_says_it_has_a_lexicon(stub):
+    assert [m.has_lexicon for m in stub.ListModels(pb.ListModelsRequest()).models] == [True, True, True]
 
 
 @pytest.mark.parametrize("model, sentence, word, misspelt", [
