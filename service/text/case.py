@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Container
 
 from attnmt.service.modeldir.tokenizer import WORD_BOUNDARY
 
@@ -75,12 +76,15 @@ def titled(text: str, placeholders: re.Pattern | None = None) -> bool:
             and all(w[0].isupper() for w in words if sum(c.isalpha() for c in w) >= 4))
 
 
-def untitled(text: str, known: frozenset[str] | None) -> str:
+def untitled(text: str, known: frozenset[str] | None, dictionary: Container[str] = ()) -> str:
     """A Title Case sentence as the models read best: past its first word, each capitalised word
     in small letters where the model knows it so (`known`, the model's known-words list, names.py);
     every one without a list. A word in capitals ("USB") stays, so does one that opens a sentence
     or follows a colon ("Asistente: Selección de campo"), and a name and the word after it
-    ("LibreOffice Writer", where "writer" is known: read so, it became "escritor")."""
+    ("LibreOffice Writer", where "writer" is known: read so, it became "escritor"). A word the model
+    knows in neither case but `dictionary` (the model's lexicon, lexicon.py) holds in small letters
+    is a common noun or adjective, not a name: in small letters too ("El Estilista" came back "The
+    Estilista"; "Libia", which the model knows capitalised, stays)."""
     first, after_name = True, False
 
     def lower(m: re.Match) -> str:
@@ -90,7 +94,7 @@ def untitled(text: str, known: frozenset[str] | None) -> str:
         if was_first or not word[0].isupper() or word.isupper() or before(text, m.start()) in _TITLE_OPENERS:
             return m.group()
         small = word[0].lower() + word[1:]
-        if known is not None and small not in known:
+        if known is not None and small not in known and (small not in dictionary or word in known):
             after_name = True
             return m.group()
         if was_after_name:

@@ -163,8 +163,10 @@ class Translator:
         self.names = Names.from_manifest(engine.model_dir, engine.manifest.names)
         from attnmt.service.text.lexicon import Lexicon
         self.lexicon = Lexicon.from_manifest(engine.model_dir, engine.manifest.lexicon)
-        # the words the model knows in small letters, for reading a sentence in Title Case (case.py)
+        # the words the model knows in small letters, and the lexicon's, for reading a sentence in Title
+        # Case (case.py)
         self._known = self.names.known if self.names is not None else None
+        self._dictionary = self.lexicon.entries if self.lexicon is not None else ()
         chosen = engine.manifest.hard_links or {}
         self.links_rule: tuple[str, float | None] = (chosen.get("rule", DEFAULT_RULE), chosen.get("threshold"))
         self.shift_att = bool((engine.manifest.alignment or {}).get("shift_att", False))
@@ -221,7 +223,8 @@ class Translator:
         protected = self.protector.protect(text) if self.protector else None
         # placeholders are sentinels by now, which have no case: theirs is kept
         hidden = protected.text if protected else text
-        hidden = sentence_case(hidden) if capitals else untitled(hidden, self._known) if title else hidden
+        hidden = (sentence_case(hidden) if capitals else untitled(hidden, self._known, self._dictionary) if title
+                  else hidden)
         source = self.encode(hidden, "source")
         candidates = None if shortlist is None else shortlist.candidates(source)
         return Search(source, options, protected=protected.originals if protected else (), candidates=candidates,
@@ -271,10 +274,14 @@ class Translator:
                 score=finished.score, alignment=alignment, source_tokens=sources, quality_model=quality,
                 links_rule=self.links_rule, placeholder_targets=placeholder_targets,
                 placeholder_sources=placeholder_sources))
+        if search.title_case:        # names and the lexicon read its words as the model did, case.py
+            translation = replace(translation, source=untitled(normalise(text), self._known, self._dictionary))
         if self.names is not None and keep_names is not False and search.forced is None:
             translation = self.names.apply(translation)
         if self.lexicon is not None and use_lexicon is not False and search.forced is None:
             translation = self.lexicon.apply(translation)
+        if search.title_case:
+            translation = replace(translation, source=text)
         if glossary is not None:
             translation = glossary.apply(translation)
         if search.capitals:

@@ -62,3 +62,13 @@ def test_http_clients_get_the_word_and_can_turn_it_off(bundled_server):
     assert lt.status_code == 200 and "estilista" in lt.json()["translatedText"], lt.text
     assert native.status_code == 200 and "tilist" in native.json()["translations"][0]["text"], native.text
     assert info.json()["hasLexicon"] is True
+
+
+def test_a_title_case_headline_reads_a_lexicon_word_as_a_word_not_a_name(stub):
+    headline = "El Estilista Ha De Tener Una Visión Global"       # read as a name, it came back "The Estilista"
+    text = stub.Translate(pb.TranslateRequest(sentences=[headline], model="transformer-es-en")).translations[0].text
+    assert "Stylist" in text and "stilista" not in text.lower(), text
+    losers = stub.Translate(pb.TranslateRequest(sentences=["Los Perdedores De La Rebelión Libia"],
+                                                options=pb.DecodingOptions(alignment=pb.ALIGNMENT_WORDS))).translations[0]
+    assert "losers" in losers.text and "Perdedores" not in losers.text, losers.text
+    assert losers.source_words[1] == "Perdedores"                    # the source words as sent

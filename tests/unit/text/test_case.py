@@ -45,6 +45,14 @@ def test_title_case_is_read_with_known_words_small_and_names_kept():
     assert untitled("Group Meeting: Next Meeting Moved", KNOWN) == "Group meeting: Next meeting moved"  # after a colon
 
 
+def test_a_word_the_lexicon_holds_in_small_letters_is_no_name_unless_the_model_knows_it_capitalised():
+    dictionary = {"estilista": "stylist", "libia": "Libyan"}
+    known = KNOWN | {"Libia", "tener", "una", "visión", "elecciones"}
+    assert untitled("El Estilista Ha De Tener Una Visión", known, dictionary) == "El estilista ha de tener una visión"
+    assert untitled("El Estilista Ha De Tener Una Visión", known) == "El Estilista Ha de tener una visión"   # a name
+    assert untitled("Elecciones En Libia", known, dictionary) == "Elecciones en Libia"
+
+
 def test_the_source_pieces_get_back_the_case_the_text_was_sent_in():
     pieces = ["▁La", "▁reun", "ión", "▁se", "▁", "⦃1⦄", "▁Madrid", "</s>"]
     assert as_typed(pieces, "La Reunión Se ⦃1⦄ Madrid") == ["▁La", "▁Reun", "ión", "▁Se", "▁", "⦃1⦄", "▁Madrid", "</s>"]
