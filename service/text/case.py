@@ -48,6 +48,20 @@ def sentence_case(text: str) -> str:
     return text if first is None else text[:first] + text[first].upper() + text[first + 1:]
 
 
+def listed_small(text: str, known: frozenset[str] | None, dictionary: Container[str]) -> str:
+    """`text` (a sentence in capitals) with each word that `dictionary` (the model's lexicon,
+    lexicon.py) holds in small letters, and that the model knows in no case, in small letters: a
+    common noun or adjective to translate, where names.py would keep a word in capitals it never
+    learnt as written ("EL ESTILISTA" came back "THE ESTILISTA"). The other words stay as sent."""
+    def small(m: re.Match) -> str:
+        word = m.group(1)
+        lower = word.lower()
+        if lower not in dictionary or (known is not None and (word[0] + lower[1:] in known or word in known)):
+            return m.group()
+        return m.group()[:m.start(1) - m.start()] + lower
+    return _WORD.sub(small, text)
+
+
 def titled(text: str, placeholders: re.Pattern | None = None) -> bool:
     """In Title Case (a headline, a post's title): four words or more, three capitalised or more
     past a sentence's or a quotation's start (a dialogue's '"Hola." "¿Y tú?"' starts with capitals,

@@ -18,7 +18,7 @@ from attnmt.service.inference.offline import decode_all
 from attnmt.service.inference.search import Search, SearchOptions
 from attnmt.service.modeldir.links import DEFAULT_RULE
 from attnmt.service.text.alignment import EOS_TOKEN, aggregate_to_words, hard_pairs, shift_att, word_groups
-from attnmt.service.text.case import as_typed, sentence_case, shouted, titled, untitled
+from attnmt.service.text.case import as_typed, listed_small, sentence_case, shouted, titled, untitled
 from attnmt.service.text.numbers import Numbers
 from attnmt.service.text.placeholders import Protector
 from attnmt.service.text.quality import Quality, QualityModel
@@ -274,13 +274,17 @@ class Translator:
                 score=finished.score, alignment=alignment, source_tokens=sources, quality_model=quality,
                 links_rule=self.links_rule, placeholder_targets=placeholder_targets,
                 placeholder_sources=placeholder_sources))
-        if search.title_case:        # names and the lexicon read its words as the model did, case.py
-            translation = replace(translation, source=untitled(normalise(text), self._known, self._dictionary))
+        # Title Case and capitals: names and the lexicon read the lexicon's words in small letters, as the
+        # model did (case.py)
+        reading = (untitled(normalise(text), self._known, self._dictionary) if search.title_case
+                   else listed_small(normalise(text), self._known, self._dictionary) if search.capitals else None)
+        if reading is not None:
+            translation = replace(translation, source=reading)
         if self.names is not None and keep_names is not False and search.forced is None:
             translation = self.names.apply(translation)
         if self.lexicon is not None and use_lexicon is not False and search.forced is None:
             translation = self.lexicon.apply(translation)
-        if search.title_case:
+        if reading is not None:
             translation = replace(translation, source=text)
         if glossary is not None:
             translation = glossary.apply(translation)

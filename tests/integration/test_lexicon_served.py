@@ -72,3 +72,11 @@ def test_a_title_case_headline_reads_a_lexicon_word_as_a_word_not_a_name(stub):
                                                 options=pb.DecodingOptions(alignment=pb.ALIGNMENT_WORDS))).translations[0]
     assert "losers" in losers.text and "Perdedores" not in losers.text, losers.text
     assert losers.source_words[1] == "Perdedores"                    # the source words as sent
+
+
+def test_a_sentence_in_capitals_gets_the_lexicon_word_and_keeps_its_names(stub):
+    replies = stub.Translate(pb.TranslateRequest(sentences=["EL ESTILISTA HA DE TENER UNA VISIÓN GLOBAL.",
+                                                            "EL PRESIDENTE ERDOĞAN VISITÓ GAZIANTEP."]))
+    stylist, names = (t.text for t in replies.translations)
+    assert "STYLIST" in stylist and "ESTILISTA" not in stylist, stylist       # read as a name: "THE ESTILISTA"
+    assert "ERDOĞAN" in names and "GAZIANTEP" in names, names

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from attnmt.model.data.placeholders import PATTERN
-from attnmt.service.text.case import as_typed, titled, untitled
+from attnmt.service.text.case import as_typed, listed_small, titled, untitled
 
 KNOWN = frozenset({"reunión", "se", "ha", "trasladado", "al", "próximo", "lunes", "meeting", "has", "been", "moved",
                    "to", "next", "writer", "protecting", "content", "in", "estación", "dónde", "está", "la", "de",
@@ -51,6 +51,13 @@ def test_a_word_the_lexicon_holds_in_small_letters_is_no_name_unless_the_model_k
     assert untitled("El Estilista Ha De Tener Una Visión", known, dictionary) == "El estilista ha de tener una visión"
     assert untitled("El Estilista Ha De Tener Una Visión", known) == "El Estilista Ha de tener una visión"   # a name
     assert untitled("Elecciones En Libia", known, dictionary) == "Elecciones en Libia"
+
+
+def test_in_a_sentence_in_capitals_only_a_lexicon_word_the_model_knows_in_no_case_is_small():
+    dictionary = {"estilista": "stylist", "libia": "Libyan"}
+    assert listed_small("EL ESTILISTA EN LIBIA Y GAZIANTEP.", KNOWN | {"Libia"}, dictionary) == \
+        "EL estilista EN LIBIA Y GAZIANTEP."
+    assert listed_small("EL ESTILISTA", KNOWN, ()) == "EL ESTILISTA"
 
 
 def test_the_source_pieces_get_back_the_case_the_text_was_sent_in():
