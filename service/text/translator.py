@@ -277,7 +277,8 @@ class Translator:
         # Title Case and capitals: names and the lexicon read the lexicon's words in small letters, as the
         # model did (case.py)
         reading = (untitled(normalise(text), self._known, self._dictionary) if search.title_case
-                   else listed_small(normalise(text), self._known, self._dictionary) if search.capitals else None)
+                   else listed_small(normalise(text), self._known, self._dictionary)
+                   if search.capitals and self.lexicon is not None else None)
         if reading is not None:
             translation = replace(translation, source=reading)
         if self.names is not None and keep_names is not False and search.forced is None:
