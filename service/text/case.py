@@ -30,6 +30,15 @@ _TITLE_OPENERS = OPENERS | {"-", "'"}
 _PRONOUN_I = re.compile(r"I(?:['’]\w+)?$")
 # Marks of a program's text rather than a headline's: menu paths, signatures, key=value, markup.
 _TECHNICAL = re.compile(r"[▸→;()\[\]{}=|\\<>_]|\s[-–]\s")
+# A title's small words: articles, prepositions, conjunctions. English titles write them in small
+# letters ("The Crisis of the Euro and the Future of Europe"), some Spanish ones capitalised ("Libia Y
+# Túnez"); neither is a name's word. Written out because they are a closed class no data set here lists.
+SMALL_WORDS = {
+    "en": frozenset("a an and as at but by for from in into nor of on onto or over per than the to up upon "
+                    "via vs with".split()),
+    "es": frozenset("a al con contra de del desde durante e el en entre hacia hasta la las lo los mediante ni o "
+                    "para por que se según sin sobre su sus tras u un una unas unos y".split()),
+}
 
 
 def shouted(text: str, placeholders: re.Pattern | None = None) -> bool:
@@ -62,7 +71,7 @@ def listed_small(text: str, known: frozenset[str] | None, dictionary: Container[
     return _WORD.sub(small, text)
 
 
-def titled(text: str, placeholders: re.Pattern | None = None) -> bool:
+def titled(text: str, placeholders: re.Pattern | None = None, small_words: Container[str] = ()) -> bool:
     """In Title Case (a headline, a post's title): four words or more, three capitalised or more
     past a sentence's or a quotation's start (a dialogue's '"Hola." "¿Y tú?"' starts with capitals,
     and "Bienvenido a San Francisco." has two for a name), none of four letters or more in small
@@ -70,7 +79,8 @@ def titled(text: str, placeholders: re.Pattern | None = None) -> bool:
     write them). Not a sentence in capitals, nor one with a placeholder or the marks of a
     program's text (a menu path "Ver ▸ Navegador", a signature "SUMA(Número 1; Número 2)"), whose
     capitalised words are labels the models learnt as written: read in small letters, 39 help
-    prose test lines so detected lost 69.8 -> 43.5 BLEU."""
+    prose test lines so detected lost 69.8 -> 43.5 BLEU. `small_words` (SMALL_WORDS) count as
+    neither: "Oil Pipeline Plan to Be Rerouted After Threat of Delayed Approval" is a title."""
     # a word counted below opens its token: most sentences have fewer, and are answered before any
     # pattern runs
     if sum(w[:1].isupper() for w in text.split()) < 3 or _TECHNICAL.search(text):
@@ -85,37 +95,51 @@ def titled(text: str, placeholders: re.Pattern | None = None) -> bool:
         if (word[0].isupper() and not word.isupper() and not _PRONOUN_I.match(word)
                 and m.start(1) == m.start() and before(text, m.start()) not in _TITLE_OPENERS):
             inner += 1
-    small = sum(w[0].islower() for w in words)
-    return (len(words) >= 4 and inner >= 3 and 4 * small <= len(words)
-            and all(w[0].isupper() for w in words if sum(c.isalpha() for c in w) >= 4))
+    content = [w for w in words if w.lower() not in small_words]
+    small = sum(w[0].islower() for w in content)
+    return (len(words) >= 4 and inner >= 3 and 4 * small <= len(content)
+            and all(w[0].isupper() for w in content if sum(c.isalpha() for c in w) >= 4))
 
 
-def untitled(text: str, known: frozenset[str] | None, dictionary: Container[str] = ()) -> str:
+def untitled(text: str, known: frozenset[str] | None, dictionary: Container[str] = (),
+             small_words: Container[str] = ()) -> str:
     """A Title Case sentence as the models read best: past its first word, each capitalised word
     in small letters where the model knows it so (`known`, the model's known-words list, names.py);
-    every one without a list. A word in capitals ("USB") stays, so does one that opens a sentence
-    or follows a colon ("Asistente: Selección de campo"), and a name and the word after it
-    ("LibreOffice Writer", where "writer" is known: read so, it became "escritor"). A word the model
-    knows in neither case but `dictionary` (the model's lexicon, lexicon.py) holds in small letters
-    is a common noun or adjective, not a name: in small letters too ("El Estilista" came back "The
-    Estilista"; "Libia", which the model knows capitalised, stays)."""
+    every one without a list. A word in capitals ("USB", "U.S.") stays, so does one that opens a
+    sentence or follows a colon ("Asistente: Selección de campo"), and a name the model knows as
+    written and the word after it ("LibreOffice Writer", where "writer" is known: read so, it became
+    "escritor"; "Steve Jobs"). After a name it never learnt, the next word is read as any other
+    ("Voráček Helped" was kept and became "Voráček Ayuda"), and a title's small words (`small_words`,
+    SMALL_WORDS) are read in small letters wherever they stand ("Libia Y Túnez" came back "Libya Y
+    Tunez"). A word the model knows in neither case but `dictionary` (the model's lexicon,
+    lexicon.py) holds in small letters is a common noun or adjective, not a name: in small letters
+    too ("El Estilista" came back "The Estilista"; "Libia", which the model knows capitalised,
+    stays)."""
     first, after_name = True, False
 
     def lower(m: re.Match) -> str:
         nonlocal first, after_name
         word, was_first, was_after_name = m.group(1), first, after_name
         first, after_name = False, False
-        if was_first or not word[0].isupper() or word.isupper() or before(text, m.start()) in _TITLE_OPENERS:
+        if (was_first or not word[0].isupper() or _in_capitals(word, text, m.end())
+                or before(text, m.start()) in _TITLE_OPENERS):
             return m.group()
         small = word[0].lower() + word[1:]
+        if small in small_words:
+            return m.group()[:m.start(1) - m.start()] + small
         if known is not None and small not in known and (small not in dictionary or word in known):
-            after_name = True
+            after_name = word in known
             return m.group()
         if was_after_name:
             return m.group()
         return m.group()[:m.start(1) - m.start()] + small
 
     return _WORD.sub(lower, text)
+
+
+def _in_capitals(word: str, text: str, end: int) -> bool:
+    """An acronym's word: "USB", "U" of "U.S."; a word of one capital alone is not one ("A", "Y")."""
+    return word.isupper() and (len(word) > 1 or text[end:end + 1] == ".")
 
 
 def as_typed(pieces: list[str], text: str) -> list[str]:
@@ -143,4 +167,4 @@ def _special(piece: str) -> bool:
     return piece in ("</s>", "<s>", "<pad>")
 
 
-__all__ = ["OPENERS", "as_typed", "before", "sentence_case", "shouted", "titled", "untitled"]
+__all__ = ["OPENERS", "SMALL_WORDS", "as_typed", "before", "sentence_case", "shouted", "titled", "untitled"]

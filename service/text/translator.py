@@ -18,7 +18,7 @@ from attnmt.service.inference.offline import decode_all
 from attnmt.service.inference.search import Search, SearchOptions
 from attnmt.service.modeldir.links import DEFAULT_RULE
 from attnmt.service.text.alignment import EOS_TOKEN, aggregate_to_words, hard_pairs, shift_att, word_groups
-from attnmt.service.text.case import as_typed, listed_small, sentence_case, shouted, titled, untitled
+from attnmt.service.text.case import SMALL_WORDS, as_typed, listed_small, sentence_case, shouted, titled, untitled
 from attnmt.service.text.numbers import Numbers
 from attnmt.service.text.placeholders import Protector
 from attnmt.service.text.quality import Quality, QualityModel
@@ -167,6 +167,7 @@ class Translator:
         # Case (case.py)
         self._known = self.names.known if self.names is not None else None
         self._dictionary = self.lexicon.entries if self.lexicon is not None else ()
+        self._small_words = SMALL_WORDS.get(manifest.source_language, frozenset())
         chosen = engine.manifest.hard_links or {}
         self.links_rule: tuple[str, float | None] = (chosen.get("rule", DEFAULT_RULE), chosen.get("threshold"))
         self.shift_att = bool((engine.manifest.alignment or {}).get("shift_att", False))
@@ -219,12 +220,12 @@ class Translator:
         text = normalise(text)
         pattern = self.protector.pattern if self.protector else None
         capitals = shouted(text, pattern)
-        title = not capitals and titled(text, pattern)
+        title = not capitals and titled(text, pattern, self._small_words)
         protected = self.protector.protect(text) if self.protector else None
         # placeholders are sentinels by now, which have no case: theirs is kept
         hidden = protected.text if protected else text
-        hidden = (sentence_case(hidden) if capitals else untitled(hidden, self._known, self._dictionary) if title
-                  else hidden)
+        hidden = (sentence_case(hidden) if capitals
+                  else untitled(hidden, self._known, self._dictionary, self._small_words) if title else hidden)
         source = self.encode(hidden, "source")
         candidates = None if shortlist is None else shortlist.candidates(source)
         return Search(source, options, protected=protected.originals if protected else (), candidates=candidates,
@@ -276,7 +277,7 @@ class Translator:
                 placeholder_sources=placeholder_sources))
         # Title Case and capitals: names and the lexicon read the lexicon's words in small letters, as the
         # model did (case.py)
-        reading = (untitled(normalise(text), self._known, self._dictionary) if search.title_case
+        reading = (untitled(normalise(text), self._known, self._dictionary, self._small_words) if search.title_case
                    else listed_small(normalise(text), self._known, self._dictionary)
                    if search.capitals and self.lexicon is not None else None)
         if reading is not None:
