@@ -37,13 +37,13 @@ def fit_lexicon(model_dir: Path, data_dirs: list[Path], cache: Path, split: str 
     src, tgt = m.source_language, m.target_language
     if src not in APERTIUM_CODE or tgt not in APERTIUM_CODE:
         raise SystemExit(f"{model_dir}: Apertium's dictionary here is Spanish–English; the model is {src}→{tgt}")
-    entries, counts = build_lexicon(src, tgt, translator.names.known, cache)
-    dev = dev_change(translator, data_dirs, split, beam, {"use_lexicon": False}, Lexicon(entries).apply)
-    spec = {"file": FILE, "entries": len(entries), "pos": ["n", "adj"],
+    entries, forms, counts = build_lexicon(src, tgt, translator.names.known, cache)
+    dev = dev_change(translator, data_dirs, split, beam, {"use_lexicon": False}, Lexicon(entries, forms).apply)
+    spec = {"file": FILE, "entries": len(entries), "pos": ["n", "adj", "np"],
             "source": {"package": "apertium-eng-spa", "version": _installed_version("apertium-eng-spa"),
                        "pair": f"{APERTIUM_CODE[src]}-{APERTIUM_CODE[tgt]}", "licence": "GPL-2.0-only"},
             "counts": counts, "beam": beam, "dev": dev, "date": dt.date.today().isoformat()}
     if write:
-        write_lexicon(Path(model_dir) / FILE, entries)
+        write_lexicon(Path(model_dir) / FILE, entries, forms)
         write_names(model_dir, spec, section="lexicon")
     return spec

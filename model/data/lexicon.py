@@ -17,6 +17,10 @@ translation is `apertium SRC-TGT` on the word alone, so its number is the dictio
 → "They delimit") and a person the sentence may not have. Chosen on the dev sets
 (docs/benchmarks.md, "Words the model never learnt"): with verbs, Spanish→English newstest2012
 lost 0.03 BLEU where nouns and adjectives gained 0.11.
+
+Names too, where the other language spells them otherwise: the dictionary's one-word proper nouns
+the model does not know as written, with their dictionary translation ("Camerún" → "Cameroon",
+"Eslovaquia" → "Slovakia"), matched as written (names.py would keep them so).
 """
 
 from __future__ import annotations
@@ -30,6 +34,10 @@ from attnmt.model.data.gettext import fetch_packages, require
 
 POS = ("n", "adj")
 WORD = re.compile(r"[a-zñáéíóúü]+")
+# A one-word name as the bilingual dictionary writes it ("Camerún"), and its translation ("Cameroon",
+# "Latin America")
+NAME = re.compile(r"[A-ZÁÉÍÓÚÑ][a-zñáéíóúü]+")
+NAME_TRANSLATION = re.compile(r"[A-Za-zÀ-ÿ]+(?:[ '-][A-Za-zÀ-ÿ]+)*")
 _TAGS = re.compile(r"<([^>]+)>")
 # The tags the source side's generator takes for each form of a lemma (its left-side tags kept).
 FORMS = {
@@ -39,6 +47,8 @@ FORMS = {
     ("en", "adj"): ("",),
 }
 APERTIUM_CODE = {"es": "spa", "en": "eng"}
+# A Spanish adjective's masculine singular (or both genders') as the analyser reads it
+_ADJECTIVE = re.compile(r"[^<]+<adj><(m|mf)><sg>")
 
 
 def source_units(paths: list[tuple[str, str]], src: str) -> list[str]:
@@ -92,8 +102,48 @@ def translate_alone(words: list[str], src: str, tgt: str) -> list[str]:
     return result
 
 
-def build_lexicon(src: str, tgt: str, known: frozenset[str], cache: Path) -> tuple[dict[str, str], dict]:
-    """{source form: translation} for the forms the model does not know, and what was counted."""
+def exonyms(paths: list[tuple[str, str]], known: frozenset[str]) -> dict[str, str]:
+    """{name: translation} for the bilingual dictionary's one-word proper nouns (np) that the
+    target language spells otherwise ("Camerún" → "Cameroon", "Latvia" → "Letonia") and the
+    model does not know as written: names.py would keep them as written, in the wrong language.
+    Left out where the dictionary gives a name two translations."""
+    found: dict[str, set[str]] = {}
+    for left, right in paths:
+        name, _, tags = left.partition("<")
+        if tags.startswith("np>") and NAME.fullmatch(name) and name not in known:
+            found.setdefault(name, set()).add(right.partition("<")[0])
+    return {n: t for n, ts in found.items() if len(ts) == 1 for t in ts if t != n and NAME_TRANSLATION.fullmatch(t)}
+
+
+def agreeing_forms(translations: dict[str, str], analyses: dict[str, str]) -> dict[str, tuple[str, ...]]:
+    """{English adjective: its Spanish translation's masculine and feminine singular, masculine and
+    feminine plural} ("obese" → obeso obesa obesos obesas), for the adjectives every analysis of
+    which is one ("green" is a noun too: left as translated), from Spanish's analyser and
+    generator; the translation alone is the masculine singular, which "los niños obeso" shows."""
+    adjectives = [w for w, t in translations.items() if only(analyses[w], ("adj",)) and WORD.fullmatch(t)]
+    readings = analyse([translations[w] for w in adjectives], APERTIUM / "spa-eng.automorf.bin")
+    wanted: dict[str, list[str]] = {}
+    for word, reading in zip(adjectives, readings):
+        lemma = next((a for a in reading.strip("^$").split("/")[1:] if _ADJECTIVE.fullmatch(a)), None)
+        if lemma is None:
+            continue
+        base, gender = lemma.split("<")[0], _TAGS.findall(lemma)[1]
+        wanted[word] = ([f"{base}<adj><m><sg>", f"{base}<adj><f><sg>", f"{base}<adj><m><pl>", f"{base}<adj><f><pl>"]
+                        if gender == "m" else [f"{base}<adj><mf><sg>"] * 2 + [f"{base}<adj><mf><pl>"] * 2)
+    units = [u for forms in wanted.values() for u in forms]
+    generated = iter(generate(units, APERTIUM / "eng-spa.autogen.bin"))
+    result = {}
+    for word in wanted:
+        forms = tuple(next(generated) for _ in range(4))
+        if all(forms) and forms[0] == translations[word] and len(set(forms)) > 1:
+            result[word] = forms
+    return result
+
+
+def build_lexicon(src: str, tgt: str, known: frozenset[str],
+                  cache: Path) -> tuple[dict[str, str], dict[str, tuple[str, ...]], dict]:
+    """{source form: translation} for the forms the model does not know, Spanish adjectives' forms
+    (agreeing_forms), and what was counted."""
     require("lt-proc", "lttoolbox")
     require("apertium", "apertium")
     a, b = APERTIUM_CODE[src], APERTIUM_CODE[tgt]
@@ -112,6 +162,10 @@ def build_lexicon(src: str, tgt: str, known: frozenset[str], cache: Path) -> tup
     candidates = [f for f, r in zip(unknown, analyses) if only(r)]
     translations = translate_alone(candidates, src, tgt)
     lexicon = {f: t for f, t in zip(candidates, translations) if t}
+    agreeing = agreeing_forms(lexicon, dict(zip(unknown, analyses))) if (src, tgt) == ("en", "es") else {}
+    names = exonyms(paths, known)
     counts = {"units": len(units), "forms": len(forms), "unknown": len(unknown),
-              "nouns_and_adjectives_only": len(candidates), "entries": len(lexicon)}
-    return lexicon, counts
+              "nouns_and_adjectives_only": len(candidates), "adjectives_agreeing": len(agreeing),
+              "names": len(names), "entries": len(lexicon) + len(names)}
+    lexicon.update(names)
+    return lexicon, agreeing, counts

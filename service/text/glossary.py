@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -74,11 +75,12 @@ class Match:
 
 class Glossary:
     def __init__(self, entries: list[Entry], name: str = "glossary", exact_case: bool = False,
-                 insert_dropped: bool = True):
+                 insert_dropped: bool = True, inflect: Callable[[Entry, str, list[str]], str] | None = None):
         """exact_case: an entry matches only as written (the lexicon's lower-case words are not
         the names "Libia" or "Bolsa"); insert_dropped: a term whose occurrence the model dropped
-        is inserted after the word attending most to it, else that occurrence is left alone."""
-        self.exact_case, self.insert_dropped = exact_case, insert_dropped
+        is inserted after the word attending most to it, else that occurrence is left alone;
+        inflect(entry, target, words before it): the form to write (the lexicon's adjectives agree)."""
+        self.exact_case, self.insert_dropped, self.inflect = exact_case, insert_dropped, inflect
         self.entries = [Entry(normalise(e.source), normalise(e.target)) for e in entries]
         for i, e in enumerate(self.entries):
             if not e.source or not e.target:
@@ -153,10 +155,14 @@ class Glossary:
         written: list[int | tuple[str, np.ndarray]] = []
         terms: list[tuple[int, int, Occurrence, str, bool]] = []   # piece range, occurrence, target, changed
         emit = written.extend
+        tokens = hyp.target_tokens
 
         def emit_term(occ: Occurrence, replaced: list[int], attached: bool) -> None:
             cols = columns[id(occ)]
             target = self.target_for(occ)
+            if self.inflect is not None:
+                recent = [tokens[w] if isinstance(w, int) else w[0] for w in written[-12:]]
+                target = self.inflect(self.entries[occ.entry], target, detokenize(recent).split())
             old = detokenize([hyp.target_tokens[i] for i in replaced]) if replaced else ""
             if old.strip()[:1].isupper() and target[:1].islower() and all(
                     isinstance(w, int) and _bare(hyp.target_tokens[w]) for w in written):
@@ -204,7 +210,7 @@ class Glossary:
                 emit_term(occ, [], attached=False)
             emit(tail)
 
-        tokens, own = hyp.target_tokens, hyp.token_log_probs
+        own = hyp.token_log_probs
         pieces = [tokens[w] if isinstance(w, int) else w[0] for w in written]
         log_probs = [own[w] if isinstance(w, int) else 0.0 for w in written]   # a term was not generated
         alignment = np.stack([hyp.alignment[w] if isinstance(w, int) else w[1] for w in written])   # T' x S

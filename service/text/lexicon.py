@@ -23,26 +23,66 @@ from attnmt.service.text.glossary import Entry, Glossary
 from attnmt.service.text.names import WORD, whole_words
 from attnmt.service.text.translator import Translation
 
+# A Spanish determiner before an adjective, and the form it asks for: 0 masculine singular, 1 feminine
+# singular, 2 masculine plural, 3 feminine plural (the order of a lexicon's forms).
+_DETERMINERS = {w: k for k, words in enumerate((
+    "el un del al este ese aquel otro mucho poco nuestro vuestro algún ningún todo dicho cuyo",
+    "la una esta esa aquella otra mucha poca nuestra vuestra alguna ninguna toda dicha cuya",
+    "los unos estos esos aquellos otros muchos pocos nuestros vuestros algunos todos dichos cuyos varios",
+    "las unas estas esas aquellas otras muchas pocas nuestras vuestras algunas todas dichas cuyas varias"))
+    for w in words.split()}
+# Endings of Spanish nouns that are mostly feminine ("la protección", "la ciudad")
+_FEMININE = ("a", "ión", "dad", "tad", "tud", "umbre")
+_FEMININE_PLURAL = ("as", "iones", "dades", "tades", "tudes", "umbres")
 
-def read_lexicon(path: Path) -> dict[str, str]:
-    """`source<TAB>target` lines of a gzipped TSV."""
+
+def read_lexicon(path: Path) -> tuple[dict[str, str], dict[str, tuple[str, ...]]]:
+    """`source<TAB>target[<TAB>forms]` lines of a gzipped TSV: the entries, and for a Spanish
+    adjective its four forms (agreement)."""
+    entries, forms = {}, {}
     with gzip.open(path, "rt", encoding="utf-8") as f:
-        return dict(line.rstrip("\n").split("\t", 1) for line in f if "\t" in line)
+        for line in f:
+            fields = line.rstrip("\n").split("\t")
+            if len(fields) >= 2:
+                entries[fields[0]] = fields[1]
+            if len(fields) == 3:
+                forms[fields[0]] = tuple(fields[2].split(" "))
+    return entries, forms
 
 
-def write_lexicon(path: Path, entries: dict[str, str]) -> None:
+def write_lexicon(path: Path, entries: dict[str, str], forms: dict[str, tuple[str, ...]] | None = None) -> None:
+    forms = forms or {}
     # mtime 0: the same entries give the same bytes, so the manifest's checksum is reproducible
     with open(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as f:
-        f.write("".join(f"{s}\t{t}\n" for s, t in sorted(entries.items())).encode("utf-8"))
+        f.write("".join(f"{s}\t{t}" + (f"\t{' '.join(forms[s])}" if s in forms else "") + "\n"
+                        for s, t in sorted(entries.items())).encode("utf-8"))
+
+
+def agreement(before: list[str]) -> int:
+    """Which form a Spanish adjective takes after the words `before` it (0–3, as _DETERMINERS):
+    the nearest determiner's among the last three words ("los niños [obesos]", "la protección
+    [desinteresada]"), else the previous word's ending ("-as", "-iones", a plural's "-s", "-a",
+    "-ión"), else masculine singular. A rule, not a parser: Spanish has no tagger the service could carry."""
+    last = [w.lower().strip(".,;:!?\"'«»()") for w in before[-3:]]
+    for word in reversed(last):
+        if word in _DETERMINERS:
+            return _DETERMINERS[word]
+    word = last[-1] if last else ""
+    if word.endswith(_FEMININE_PLURAL):
+        return 3
+    if word.endswith("s"):
+        return 2
+    return 1 if word.endswith(_FEMININE) else 0
 
 
 class Lexicon:
-    def __init__(self, entries: dict[str, str]):
+    def __init__(self, entries: dict[str, str], forms: dict[str, tuple[str, ...]] | None = None):
         self.entries = entries
+        self.forms = forms or {}
 
     @classmethod
     def from_manifest(cls, model_dir: Path, spec: dict | None) -> "Lexicon | None":
-        return cls(read_lexicon(Path(model_dir) / spec["file"])) if spec else None
+        return cls(*read_lexicon(Path(model_dir) / spec["file"])) if spec else None
 
     def find(self, text: str) -> list[str]:
         """The lexicon's words in `text`, each once, in order: whole whitespace-separated tokens
@@ -58,5 +98,13 @@ class Lexicon:
         if not words or not translation.hypotheses:
             return translation
         glossary = Glossary([Entry(w, self.entries[w]) for w in words], "lexicon", exact_case=True,
-                            insert_dropped=False)
+                            insert_dropped=False, inflect=self._inflect if self.forms else None)
         return glossary.apply(translation, record=False)
+
+    def _inflect(self, entry: Entry, target: str, before: list[str]) -> str:
+        """An adjective's form agreeing with the words before it, in `target`'s case."""
+        forms = self.forms.get(entry.source)
+        if not forms:
+            return target
+        form = forms[agreement(before)]
+        return form[0].upper() + form[1:] if target[:1].isupper() else form

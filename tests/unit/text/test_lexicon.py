@@ -16,7 +16,7 @@ from attnmt.model.data import lexicon as built
 from attnmt.service.inference.engine import Engine
 from attnmt.service.inference.search import SearchOptions
 from attnmt.service.server.settings import BUNDLED_TRANSFORMER
-from attnmt.service.text.lexicon import Lexicon, read_lexicon, write_lexicon
+from attnmt.service.text.lexicon import Lexicon, agreement, read_lexicon, write_lexicon
 from attnmt.service.text.translator import Hypothesis, Translation, Translator
 
 
@@ -39,11 +39,35 @@ def test_the_translation_replaces_the_aligned_words_and_a_dropped_word_stays_dro
 
 
 def test_the_file_reads_back_and_is_reproducible(tmp_path):
-    entries = {"roedores": "rodents", "birmana": "Burmese", "semáforo": "traffic light"}
-    write_lexicon(tmp_path / "a.tsv.gz", entries)
-    write_lexicon(tmp_path / "b.tsv.gz", dict(reversed(entries.items())))
-    assert read_lexicon(tmp_path / "a.tsv.gz") == entries
+    entries = {"roedores": "rodents", "birmana": "Burmese", "semáforo": "traffic light", "obese": "obeso"}
+    forms = {"obese": ("obeso", "obesa", "obesos", "obesas")}
+    write_lexicon(tmp_path / "a.tsv.gz", entries, forms)
+    write_lexicon(tmp_path / "b.tsv.gz", dict(reversed(entries.items())), forms)
+    assert read_lexicon(tmp_path / "a.tsv.gz") == (entries, forms)
     assert (tmp_path / "a.tsv.gz").read_bytes() == (tmp_path / "b.tsv.gz").read_bytes()
+    write_lexicon(tmp_path / "c.tsv.gz", {"gato": "cat"})            # a lexicon without forms reads as before
+    assert read_lexicon(tmp_path / "c.tsv.gz") == ({"gato": "cat"}, {})
+
+
+def test_a_spanish_adjective_agrees_with_the_determiner_or_the_word_before_it():
+    assert agreement("Como muestra los niños".split()) == 2
+    assert agreement("su protección".split()) == 1 and agreement("la protección de la".split()) == 1
+    assert agreement("el 19% de los niños de".split()) == 2            # the nearest determiner of the last three
+    assert agreement("unas casas".split()) == 3 and agreement("casas".split()) == 3
+    assert agreement("hay dos gatos".split()) == 2 and agreement("el perro".split()) == 0
+    assert agreement([]) == 0 and agreement("con".split()) == 0        # nothing to agree with: as translated
+
+
+def test_the_lexicon_writes_the_agreeing_form_and_keeps_its_alignment():
+    alpha = np.array([[0.8, 0.1, 0.05, 0.05], [0.1, 0.1, 0.7, 0.1], [0.1, 0.8, 0.05, 0.05], [0.1, 0.1, 0.1, 0.7]])
+    hyp = Hypothesis("los niños obes", ["▁los", "▁niños", "▁obes", "</s>"], [-0.1] * 4, -0.4, -0.1, alpha,
+                     ["▁the", "▁obese", "▁children", "</s>"])
+    lexicon = Lexicon({"obese": "obeso"}, {"obese": ("obeso", "obesa", "obesos", "obesas")})
+    done = lexicon.apply(Translation("the obese children", hyp.source_tokens, [hyp])).best
+    assert done.text == "los niños obesos"
+    assert done.word_alignment[2].argmax() == 1          # still aligned to "obese"
+    assert Lexicon({"obese": "obeso"}).apply(Translation("the obese children", hyp.source_tokens,
+                                                         [hyp])).best.text == "los niños obeso"
 
 
 def test_the_forms_asked_of_the_generator():
@@ -55,6 +79,14 @@ def test_the_forms_asked_of_the_generator():
         "felino<adj><f><pl>", "estudiante<n><mf><sg>", "estudiante<n><mf><pl>"]   # verbs, names, no gender: out
     assert built.source_units([("rodent<n>", "roedor<n><m>"), ("feline<adj>", "felino<adj>")], "en") == [
         "rodent<n><sg>", "rodent<n><pl>", "feline<adj>"]
+
+
+def test_names_the_other_language_spells_otherwise_and_the_model_does_not_know():
+    paths = [("Camerún<np><loc>", "Cameroon<np><loc>"), ("Madrid<np><loc>", "Madrid<np><loc>"),
+             ("Túnez<np><loc>", "Tunisia<np><loc>"), ("Berna<np><loc>", "Berne<np><loc>"),
+             ("Berna<np><loc>", "Bern<np><loc>"), ("Hispanoamérica<np><loc>", "Latin America<np><loc>"),
+             ("camerún<n><m>", "cameroon<n>"), ("Nueva York<np><loc>", "New York<np><loc>")]
+    assert built.exonyms(paths, frozenset({"Túnez"})) == {"Camerún": "Cameroon", "Hispanoamérica": "Latin America"}
 
 
 def test_a_form_with_any_other_analysis_is_left_to_the_model():
@@ -71,6 +103,17 @@ def test_apertium_translates_each_word_alone_in_its_own_case():
     assert built.translate_alone(["roedores", "birmana", "felinos", "pastoreo"], "es", "en") == [
         "rodents", "Burmese", "feline", ""]
     assert built.translate_alone(["napkin", "obese"], "en", "es") == ["servilleta", "obeso"]
+
+
+@pytest.mark.skipif(shutil.which("lt-proc") is None or not (built.APERTIUM / "spa-eng.automorf.bin").exists(),
+                    reason="Apertium's eng-spa is not installed")
+def test_spanish_adjectives_get_their_four_forms_from_the_generator():
+    words = ["obese", "happy", "green", "napkin"]
+    analyses = dict(zip(words, built.analyse(words, built.APERTIUM / "eng-spa.automorf.bin")))
+    forms = built.agreeing_forms({"obese": "obeso", "happy": "feliz", "green": "verde", "napkin": "servilleta"},
+                                 analyses)
+    # "green" is a noun too, and "napkin" only one: translated as they are
+    assert forms == {"obese": ("obeso", "obesa", "obesos", "obesas"), "happy": ("feliz", "feliz", "felices", "felices")}
 
 
 @pytest.mark.skipif(shutil.which("apertium") is None or shutil.which("lt-proc") is None,
