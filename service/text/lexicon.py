@@ -4,14 +4,17 @@ A subword model translates a word it never saw piece by piece and often invents 
 perdedores" comes out "its perdestors", "el estilista" "the stilist". A model directory may
 carry `lexicon.tsv.gz` (manifest `lexicon`), written by `attnmt fit-lexicon` from Apertium's
 bilingual dictionary: for each noun or adjective form the model does not know, its translation
-alone. Each such word of a sentence, written in small letters as a whole token, goes through the
-glossary's attention-guided replacement (glossary.py): the target words aligned to it become the
-lexicon's translation, capitalised where they start the sentence. This is Luong et al. (2015)'s
+alone, and for each name the other language spells otherwise ("Camerún" → "Cameroon"), its
+translation. Each such word of a sentence, written as the lexicon writes it as a whole token, goes
+through the glossary's attention-guided replacement (glossary.py): the target words aligned to it
+become the lexicon's translation, capitalised where they start the sentence; a Spanish adjective in
+the form that agrees with the words before it (`agreement`). This is Luong et al. (2015)'s
 rare-word replacement with a dictionary, placed by the alignment every translation carries.
 
 Unlike a request's glossary, a word the model dropped is left dropped (`insert_dropped`): a
-lone word inserted where attention points read worse on the dev sets than the gap. A word in
-capitals is a name's ("Libia", not "libia"), and names.py keeps those as written.
+lone word inserted where attention points read worse on the dev sets than the gap. A capitalised
+word is a name's ("Libia", not the adjective "libia"), and names.py keeps those as written unless
+the lexicon lists the name.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ def read_lexicon(path: Path) -> tuple[dict[str, str], dict[str, tuple[str, ...]]
             fields = line.rstrip("\n").split("\t")
             if len(fields) >= 2:
                 entries[fields[0]] = fields[1]
-            if len(fields) == 3:
+            if len(fields) == 3 and len(fields[2].split(" ")) == 4:     # masculine, feminine; singular, plural
                 forms[fields[0]] = tuple(fields[2].split(" "))
     return entries, forms
 
