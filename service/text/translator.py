@@ -200,16 +200,34 @@ class Translator:
 
     def copy(self, text: str) -> Translation:
         """`text` as its own translation: one hypothesis, the text itself (none when it is
-        empty), each piece aligned to itself, every log-probability 0."""
+        empty) with its numbers as the target writes them where the model hides numbers ("3,2"
+        → "3.2" Spanish→English, as in a sentence), each piece aligned to itself (to the piece
+        at the same place where a number's pieces changed), every log-probability 0."""
         copied = normalise(text)
         if not copied:
             return Translation(text, [])
-        pieces = self.tokenizer.pieces(self.tokenizer.encode(copied) + [self.engine.eos_id])
-        n = len(pieces)
-        hypothesis = Hypothesis(text=copied, target_tokens=pieces, token_log_probs=[0.0] * n, log_prob=0.0, score=0.0,
-                                alignment=np.eye(n, dtype=np.float32), source_tokens=pieces,
-                                links_rule=self.links_rule)
-        return Translation(text, pieces, [hypothesis])
+        sources = self.tokenizer.pieces(self.tokenizer.encode(copied) + [self.engine.eos_id])
+        localised = self._numbers_written(copied)
+        pieces = (sources if localised == copied
+                  else self.tokenizer.pieces(self.tokenizer.encode(localised) + [self.engine.eos_id]))
+        n, m = len(pieces), len(sources)
+        alignment = np.zeros((n, m), dtype=np.float32)
+        alignment[np.arange(n), np.arange(n) * (m - 1) // max(n - 1, 1) if n > 1 else m - 1] = 1.0
+        hypothesis = Hypothesis(text=localised, target_tokens=pieces, token_log_probs=[0.0] * n, log_prob=0.0,
+                                score=0.0, alignment=alignment, source_tokens=sources, links_rule=self.links_rule)
+        return Translation(text, sources, [hypothesis])
+
+    def _numbers_written(self, text: str) -> str:
+        """`text` with each number the protector would hide written as the target writes it
+        (numbers.py); placeholders, and text without such a number, as they are."""
+        if self.protector is None or self.protector.numbers is None:
+            return text
+        protected = self.protector.protect(text)
+        written = self.protector.written(protected.originals)
+        if written == protected.originals:
+            return text
+        return self.protector.any_sentinel.sub(lambda m: written[self.protector.sentinels[m.group()] - 1],
+                                               protected.text)
 
     def search(self, text: str, options: SearchOptions, target: str | None = None) -> Search:
         """A Search ready to join a DecodeBatch; with `target`, forced decoding of that target."""

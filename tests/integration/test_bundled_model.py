@@ -112,6 +112,17 @@ def test_numbers_come_back_whole_and_as_english_writes_them(bundled):
     assert "2.500.000" in hyp.source_words
 
 
+def test_a_number_sent_alone_is_written_as_english_writes_it(bundled):
+    # a cell or a string with no letters is copied, not translated; its numbers as in a sentence
+    alone = bundled.translate(["3,2 %", "1.234,5", "%s: 17.000", "42", "!"])
+    assert [t.best.text for t in alone] == ["3.2%", "1,234.5", "%s: 17,000", "42", "!"]
+    for t in alone:
+        best = t.best
+        assert best.alignment.shape == (len(best.target_tokens), len(t.source_tokens))
+        assert (best.alignment.sum(axis=1) == 1).all() and best.log_prob == 0 and best.hard_alignment()
+    assert alone[3].best.target_tokens == alone[3].source_tokens         # nothing to write otherwise
+
+
 @pytest.mark.parametrize("corpus", ["bible/test", "gettext/test"])
 def test_recorded_test_scores_beat_apertium(bundled, corpus):
     recorded = bundled.engine.manifest.evaluation
