@@ -48,8 +48,9 @@ def read_lexicon(path: Path) -> tuple[dict[str, str], dict[str, tuple[str, ...]]
             fields = line.rstrip("\n").split("\t")
             if len(fields) >= 2:
                 entries[fields[0]] = fields[1]
-            if len(fields) == 3 and len(fields[2].split(" ")) == 4:     # masculine, feminine; singular, plural
-                forms[fields[0]] = tuple(fields[2].split(" "))
+            four = tuple(fields[2].split(" ")) if len(fields) == 3 else ()
+            if len(four) == 4:                                      # masculine, feminine; singular, plural
+                forms[fields[0]] = four
     return entries, forms
 
 

@@ -212,7 +212,7 @@ class Translator:
                   else self.tokenizer.pieces(self.tokenizer.encode(localised) + [self.engine.eos_id]))
         n, m = len(pieces), len(sources)
         alignment = np.zeros((n, m), dtype=np.float32)
-        alignment[np.arange(n), np.arange(n) * (m - 1) // max(n - 1, 1) if n > 1 else m - 1] = 1.0
+        alignment[np.arange(n), np.arange(n) * (m - 1) // (n - 1)] = 1.0      # n, m >= 2: a piece and </s>
         hypothesis = Hypothesis(text=localised, target_tokens=pieces, token_log_probs=[0.0] * n, log_prob=0.0,
                                 score=0.0, alignment=alignment, source_tokens=sources, links_rule=self.links_rule)
         return Translation(text, sources, [hypothesis])
