@@ -4,6 +4,7 @@ and, where Apertium is installed, a lexicon built from it."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 
@@ -47,6 +48,10 @@ def test_the_file_reads_back_and_is_reproducible(tmp_path):
     assert (tmp_path / "a.tsv.gz").read_bytes() == (tmp_path / "b.tsv.gz").read_bytes()
     write_lexicon(tmp_path / "c.tsv.gz", {"gato": "cat"})            # a lexicon without forms reads as before
     assert read_lexicon(tmp_path / "c.tsv.gz") == ({"gato": "cat"}, {})
+    with gzip.open(tmp_path / "d.tsv.gz", "wt", encoding="utf-8") as f:   # forms that are not four: ignored
+        f.write("obese\tobeso\tobeso obesa\nhappy\tfeliz\tfeliz feliz felices felices\n")
+    assert read_lexicon(tmp_path / "d.tsv.gz") == ({"obese": "obeso", "happy": "feliz"},
+                                                   {"happy": ("feliz", "feliz", "felices", "felices")})
 
 
 def test_a_spanish_adjective_agrees_with_the_determiner_or_the_word_before_it():
