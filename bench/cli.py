@@ -1,5 +1,5 @@
 """The measurement subcommands of `attnmt`: bench (engine, server, offline, serving, http, glossary,
-quality, score-functions, overload, soak, order, files, catalog, subtitles), evaluate, evaluate-public,
+quality, score-functions, overload, soak, order, files, catalog, subtitles, typed), evaluate, evaluate-public,
 evaluate-alignment, fit-quality, fit-names, fit-lexicon.
 
 Found by `attnmt` through the `attnmt.commands` entry point; the modules that run them
@@ -94,6 +94,12 @@ def _gpu(args: argparse.Namespace) -> int:
     sources = source_sentences(models[0], args.data, args.sentences)
     report = bench_gpu(models, sources, tuple(args.rows or (64, 256)), args.repeats, device=args.device)
     return _bench_report(report, format_gpu(report), args.json)
+
+
+def _typed(args: argparse.Namespace) -> int:
+    from attnmt.bench.typed import cmd_bench_typed
+    args.model = args.model or [DEFAULT_MODEL]
+    return cmd_bench_typed(args)
 
 
 def _score_functions(args: argparse.Namespace) -> int:
@@ -476,6 +482,17 @@ def _register_serving_benches(bench: argparse._SubParsersAction) -> None:
                    help="cpu: the same measurements on the CPU provider (checks the command without a GPU)")
     b.add_argument("--json", type=Path, help="also write the report here")
     b.set_defaults(func=_gpu)
+    b = bench.add_parser("typed", help="short sentences as typed into a box (no final mark, a lower-case first "
+                                       "letter, no accents) against the same as written: BLEU/chrF (no torch)")
+    b.add_argument("--model", type=Path, action="append", help="model directory (repeatable: a column each; "
+                                                                "default: models/transformer-es-en)")
+    b.add_argument("--data", type=Path, default=_REPO / "data" / "tatoeba",
+                   help="data directory (default: data/tatoeba, `make data`)")
+    b.add_argument("--split", default="dev", help="the split measured (default dev: checkpoints are chosen on it)")
+    b.add_argument("--max-words", type=int, default=4, help="source sentences of this many words or fewer")
+    b.add_argument("--beam", type=int, default=5)
+    b.add_argument("--json", type=Path, help="also write the report here")
+    b.set_defaults(func=_typed)
 
 
 def _bench_arguments(b: argparse.ArgumentParser) -> None:

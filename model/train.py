@@ -286,6 +286,20 @@ def initial_weights(cfg: TrainConfig, run_dir: Path, log: Log,
     return state
 
 
+def links_cache_key(cfg: TrainConfig) -> str:
+    """What a run's cache of piece links (piece_links.npz) was made from. Keyed by the links'
+    content, not their path or time, so that a run directory copied to another machine (a GPU's)
+    keeps its cache."""
+    path = Path(cfg.guided_alignment.links)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    source = f"{path.name} sha256={digest} placeholder_rate={cfg.placeholder_rate}"
+    if cfg.unpunctuated_rate or cfg.lowercased_rate:      # a cache written before the variants stays valid
+        source += f" unpunctuated_rate={cfg.unpunctuated_rate} lowercased_rate={cfg.lowercased_rate}"
+    if cfg.unaccented_rate:
+        source += f" unaccented_rate={cfg.unaccented_rate}"
+    return source
+
+
 def guided_links(cfg: TrainConfig, run_dir: Path, tok: Tokenizer, train_src: list[list[int]],
                  train_tgt: list[list[int]], log: Log) -> list | None:
     """Piece links per training pair for guided alignment, or None when it is off or its
@@ -304,14 +318,7 @@ def guided_links(cfg: TrainConfig, run_dir: Path, tok: Tokenizer, train_src: lis
                          f"--src {cfg.src_lang} --tgt {cfg.tgt_lang}`")
     # Converting word links to pieces takes a minute or two on a large corpus: the first start
     # caches them in the run directory, so that a resume stays cheap.
-    # Keyed by the links' content, not their path or time, so that a run directory copied to
-    # another machine (a GPU's) keeps its cache.
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    source = f"{path.name} sha256={digest} placeholder_rate={cfg.placeholder_rate}"
-    if cfg.unpunctuated_rate or cfg.lowercased_rate:      # a cache written before the variants stays valid
-        source += f" unpunctuated_rate={cfg.unpunctuated_rate} lowercased_rate={cfg.lowercased_rate}"
-    if cfg.unaccented_rate:
-        source += f" unaccented_rate={cfg.unaccented_rate}"
+    source = links_cache_key(cfg)
     cache = run_dir / "piece_links.npz"
     links = load_links(cache, source)
     if links is None:

@@ -1,5 +1,5 @@
 """The models `make serve` serves: present, intact, better than the rule-based baseline, and the
-default chosen by issue 28's rule (the Transformer replaces the RNNsearch only when it is better on
+default chosen by its rule (the Transformer replaces the RNNsearch only when it is better on
 the Bible and software test sets and not worse on the everyday one)."""
 
 import json

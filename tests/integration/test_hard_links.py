@@ -1,4 +1,4 @@
-"""The hard-link rule chosen by measurement (issue 25 §6): a model directory whose manifest
+"""The hard-link rule chosen by measurement: a model directory whose manifest
 names a rule (`hard_links`) gets its links made by that rule, a request's threshold still
 overrides it, and `GetModel` reports the rule, its AER and a Transformer's α heads."""
 

@@ -1,4 +1,4 @@
-"""The bundled models on an NVIDIA GPU (issue 22): every graph's work on the CUDA provider,
+"""The bundled models on an NVIDIA GPU: every graph's work on the CUDA provider,
 CUDA's answers equal to the CPU's, the device path's to the host path's.
 
 These run only where ONNX Runtime really has a GPU: the development machine and CI have none,
