@@ -188,6 +188,16 @@ train: $(VENV)/.dev
 		--init-from $(TRANSFORMER_RUN)-general $(if $(TRAIN_DEVICE),--device $(TRAIN_DEVICE))
 	$(MAKE) train-en-es
 
+# The pieces a lent GPU's training call carries (docs/gpu.md, "Both directions in one call"): both typed-input
+# stages' data, links, piece-link caches and starting weights (the bundled models'), in .gpu-p1, .gpu-p2, sized
+# with the bundled weights set aside, which are put back afterwards whatever happens; about 5 minutes.
+.PHONY: gpu-train-payload
+gpu-train-payload: $(VENV)/.dev
+	@test -f data/en-es-general/train.links || $(BIN)/python -c "import eflomal" 2>/dev/null || $(PIP) -e '.[align]'
+	test -f data/en-es-general/train.links || $(BIN)/attnmt data links data/en-es-general --src en --tgt es
+	$(BIN)/python -m attnmt.bench.gpu_aside aside
+	$(BIN)/python -m attnmt.bench.gpu_train_payload; rc=$$?; $(BIN)/python -m attnmt.bench.gpu_aside back; exit $$rc
+
 # English→Spanish (model/configs/transformer-en-es.yaml, docs/training.md): the bundled Spanish→English weights
 # trained the other way on data/en-es-general (`make data`), guided by that mix's eflomal links written
 # English→Spanish (once, a few minutes); at most 2.5 hours on 2 CPU cores, resumable (run it again).

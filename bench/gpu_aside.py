@@ -25,7 +25,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
 PATTERN = "models/*/weights.bin"
 BEGIN, END = "# attnmt gpu_aside: begin", "# attnmt gpu_aside: end"
 LIMIT = 64 * 2**20
@@ -33,6 +32,12 @@ LIMIT = 64 * 2**20
 
 def git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
+
+
+def repository() -> Path:
+    """The repository the command runs in (the current directory's), which is what a device call
+    sends: not necessarily the one this module was installed from."""
+    return Path(git(Path.cwd(), "rev-parse", "--show-toplevel").strip())
 
 
 def travelling(repo: Path) -> list[str]:
@@ -71,7 +76,7 @@ def aside_paths(repo: Path) -> list[str]:
     return [line.lstrip("/") for line in block.splitlines() if line.strip()]
 
 
-def aside(repo: Path = REPO) -> list[str]:
+def aside(repo: Path) -> list[str]:
     """Leave the tracked weights out of what travels; returns their paths."""
     if aside_paths(repo):
         return aside_paths(repo)
@@ -90,7 +95,7 @@ def aside(repo: Path = REPO) -> list[str]:
     return paths
 
 
-def back(repo: Path = REPO) -> list[str]:
+def back(repo: Path) -> list[str]:
     """Put the weights set aside back in git's index; returns their paths."""
     paths = aside_paths(repo)
     if paths:
@@ -105,11 +110,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("action", choices=("aside", "back", "status"))
     args = p.parse_args(argv)
+    repo = repository()
     if args.action == "aside":
-        print("set aside:", ", ".join(aside()) or "nothing")
+        print("set aside:", ", ".join(aside(repo)) or "nothing")
     elif args.action == "back":
-        print("back:", ", ".join(back()) or "nothing was aside")
-    size, now = travelling_bytes(REPO), ", ".join(aside_paths(REPO)) or "none"
+        print("back:", ", ".join(back(repo)) or "nothing was aside")
+    size, now = travelling_bytes(repo), ", ".join(aside_paths(repo)) or "none"
     print(f"a device call carries {size:,} bytes of the tree ({size / 2**20:.1f} MiB), "
           f"{(LIMIT - size) / 2**20:.1f} MiB left for carried pieces; aside now: {now}")
     return 0

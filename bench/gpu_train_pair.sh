@@ -10,12 +10,13 @@
 # calls before copy them there): each holds data.tar.xz, train.links.xz, piece_links.npz.xz, spm.model
 # and, for a stage that starts from weights (its config's init_from), checkpoint.pt in float16; en also
 # site.tar.xz (pydantic).
-# Each stage hands back its best and its averaged last three validations' weights in float16 parts
-# ($OUT/en-es/, $OUT/es-en/), and one $OUT/logs.tar.xz with both runs' train.log, history.json and
-# config.yaml, since a call returns at most 8 files.
+# Each stage hands back its averaged last three validations' weights in float16 parts ($OUT/en-es/,
+# $OUT/es-en/; English→Spanish its best too: EN_KEEP, ES_KEEP), and one $OUT/logs.tar.xz with both
+# runs' train.log, history.json and config.yaml, since a call returns at most 8 files (a float16
+# checkpoint is two parts of at most 15 MB).
 # Env: TRAIN_S (each stage's training limit), PIECES_DIR, THREADS, OVERRIDES_EXTRA (JSON fields merged
 # into both stages', e.g. '"device": "cpu", "max_steps": 2' with NO_SITE=1 for a dry run here),
-# EN_CONFIG, ES_CONFIG, EN_RUN, ES_RUN.
+# EN_CONFIG, ES_CONFIG, EN_RUN, ES_RUN, EN_KEEP, ES_KEEP.
 set -u -o pipefail
 OUT=${OUT:-gpu-out}
 P=${PIECES_DIR:-/tmp/pieces}
@@ -38,9 +39,9 @@ for stage in en es; do
         NO_SITE=$site UNPACK=only OUT="$OUT/$stage" bash bench/gpu_train.sh || exit $?
 done
 
-CONFIG=$EN_CONFIG RUN=$EN_RUN OVERRIDES="{$extra}" KEEP="averaged-last3 best" UNPACK=skip OUT="$OUT/en-es" \
+CONFIG=$EN_CONFIG RUN=$EN_RUN OVERRIDES="{$extra}" KEEP=${EN_KEEP:-averaged-last3 best} UNPACK=skip OUT="$OUT/en-es" \
     bash bench/gpu_train.sh > "$OUT/en-es.log" 2>&1 & pids="$!"
-CONFIG=$ES_CONFIG RUN=$ES_RUN OVERRIDES="{$extra}" KEEP="averaged-last3 best" UNPACK=skip OUT="$OUT/es-en" \
+CONFIG=$ES_CONFIG RUN=$ES_RUN OVERRIDES="{$extra}" KEEP=${ES_KEEP:-averaged-last3} UNPACK=skip OUT="$OUT/es-en" \
     bash bench/gpu_train.sh > "$OUT/es-en.log" 2>&1 & pids="$pids $!"
 while sleep "${WATCH_S:-60}" && kill -0 $pids 2>/dev/null; do
     nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader 2>/dev/null

@@ -7,7 +7,8 @@ from /tmp/pieces/STAGE/ on the machine, what bench/gpu_train.sh unpacks:
 - data.tar.xz: its config's `data_dir` train and dev splits in the config's two languages;
 - train.links.xz: the eflomal links guided alignment reads;
 - piece_links.npz.xz: the run's cache of piece links (converting the links takes minutes there
-  too), written by a dry run of the stage here and checked against the config's links and rates;
+  too), made here into the stage's run directory unless one made from the same links and rates is
+  there;
 - spm.model, and checkpoint.pt: the starting weights in float16 (a run's best.pt, a checkpoint,
   or a bundled model directory's weights read back from its graphs); none for a stage from scratch;
 - the first stage also site.tar.xz: pydantic for CPython 3.12, which the machine's image lacks.
@@ -28,10 +29,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnmt.bench.gpu_aside import LIMIT, travelling_bytes
+from attnmt.bench.gpu_aside import LIMIT, repository, travelling_bytes
 from attnmt.bench.gpu_payload import pinned, pip, xz_tar
 
-REPO = Path(__file__).resolve().parent.parent
 PYDANTIC = ["pydantic", "pydantic-core", "annotated-types", "typing-extensions", "typing-inspection"]
 DEFAULT_STAGES = [
     "en=model/configs/transformer-en-es-typed-gpu.yaml,runs/transformer-en-es-typed-gpu,models/transformer-en-es",
@@ -101,10 +101,25 @@ def starting_weights(source: Path, out: Path) -> Path:
     return out
 
 
-def stage_files(stage: Stage, work: Path) -> list[tuple[str, Path]]:
-    """What gpu_train.sh reads for one stage, built in `work`."""
+def piece_links(cfg, run: Path, spm: Path) -> Path:
+    """The run's cache of piece links, made here as the run's first start would make it (minutes
+    on a large corpus: so the machine need not), unless the cache there was made from the same
+    links and rates."""
     from attnmt.model.guided_alignment import load_links
-    from attnmt.model.train import TrainConfig, links_cache_key
+    from attnmt.model.tokenizer import Tokenizer
+    from attnmt.model.train import guided_links, links_cache_key, load_split
+    cache = run / "piece_links.npz"
+    if load_links(cache, links_cache_key(cfg)) is None:
+        run.mkdir(parents=True, exist_ok=True)
+        tok = Tokenizer(spm)
+        src, tgt, _ = load_split(cfg, "train", tok)
+        guided_links(cfg, run, tok, src, tgt, lambda message: print(message, file=sys.stderr, flush=True))
+    return cache
+
+
+def stage_files(stage: Stage, work: Path) -> list[tuple[str, Path]]:
+    """What gpu_train.sh reads for one stage, built in `work` (paths relative to the repository's root)."""
+    from attnmt.model.train import TrainConfig
     cfg = TrainConfig.from_yaml(stage.config)
     out = work / stage.label
     out.mkdir(parents=True)
@@ -113,16 +128,16 @@ def stage_files(stage: Stage, work: Path) -> list[tuple[str, Path]]:
         for split in ("train", "dev"):
             for lang in (cfg.src_lang, cfg.tgt_lang):
                 tar.add(data / f"{split}.{lang}", (data / f"{split}.{lang}").as_posix())
+    # a continued run keeps its weights' tokenizer (model/train.py): carried, and the links cut by it
+    own = stage.weights / "spm.model" if stage.weights is not None and stage.weights.is_dir() else None
+    spm = own if own is not None and own.exists() else Path(cfg.spm_model)
     files = [(f"{stage.label}/data.tar.xz", out / "data.tar.xz"),
-             (f"{stage.label}/spm.model", shutil.copy(cfg.spm_model, out / "spm.model"))]
+             (f"{stage.label}/spm.model", Path(shutil.copy(spm, out / "spm.model")))]
     if cfg.guided_alignment.links and cfg.guided_alignment.weight > 0:
         links = Path(cfg.guided_alignment.links)
-        cache = stage.run / "piece_links.npz"
-        if load_links(cache, links_cache_key(cfg)) is None:
-            raise SystemExit(f"{cache} is missing or was made from other links or rates: dry-run the stage here "
-                             f"first (docs/gpu.md), so that the machine need not convert {links}")
         files += [(f"{stage.label}/train.links.xz", _xz(links, out / "train.links.xz")),
-                  (f"{stage.label}/piece_links.npz.xz", _xz(cache, out / "piece_links.npz.xz"))]
+                  (f"{stage.label}/piece_links.npz.xz", _xz(piece_links(cfg, stage.run, spm),
+                                                            out / "piece_links.npz.xz"))]
     if stage.weights is not None:
         files.append((f"{stage.label}/checkpoint.pt", starting_weights(stage.weights, out / "checkpoint.pt")))
     return files
@@ -140,32 +155,34 @@ def site(work: Path) -> Path:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--stage", type=Stage.parse, action="append",
-                   help="LABEL=CONFIG,RUN[,WEIGHTS] (repeat; default: both typed-input stages, "
-                        "from the bundled models)")
-    p.add_argument("--margin", type=int, default=3_600_000, help="bytes left free in each call's 64 MiB "
-                   "(the device tool counts more than the files' bytes)")
+                   help="LABEL=CONFIG,RUN[,WEIGHTS] (repeat; RUN: where the piece-link cache is kept; default: "
+                        "both typed-input stages, from the bundled models)")
+    p.add_argument("--margin", type=int, default=4_600_000, help="bytes left free in each call's 64 MiB: the "
+                   "device tool counts more than the files' bytes (3.6 MB passed), and 1 MB more lets the tree "
+                   "grow a little before the call")
     p.add_argument("--no-site", action="store_true", help="leave pydantic out (a dry run here)")
     args = p.parse_args(argv)
     stages = args.stage or [Stage.parse(s) for s in DEFAULT_STAGES]
+    repo = repository()
     work = Path(tempfile.mkdtemp(prefix="attnmt-gpu-train-"))
     files: list[tuple[str, Path]] = []
     for stage in stages:
         files += stage_files(stage, work)
     if not args.no_site:
         files.append((f"{stages[0].label}/site.tar.xz", site(work)))
-    for old in REPO.glob(".gpu-p*"):
+    for old in repo.glob(".gpu-p*"):
         shutil.rmtree(old)
-    capacity = LIMIT - travelling_bytes(REPO) - args.margin
+    capacity = LIMIT - travelling_bytes(repo) - args.margin
     pieces = pack(files, capacity)
     for i, piece in enumerate(pieces, 1):
         for name, path in piece:
-            (REPO / f".gpu-p{i}" / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.move(path, REPO / f".gpu-p{i}" / name)
+            (repo / f".gpu-p{i}" / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(path, repo / f".gpu-p{i}" / name)
     shutil.rmtree(work)
     for i, piece in enumerate(pieces, 1):
-        size = sum((REPO / f".gpu-p{i}" / n).stat().st_size for n, _ in piece)
+        size = sum((repo / f".gpu-p{i}" / n).stat().st_size for n, _ in piece)
         print(f".gpu-p{i}: {size:,} bytes: {', '.join(n for n, _ in piece)}")
-    print(f"{len(pieces)} pieces of at most {capacity:,} bytes (the tree carries {travelling_bytes(REPO):,})")
+    print(f"{len(pieces)} pieces of at most {capacity:,} bytes (the tree carries {travelling_bytes(repo):,})")
     return 0
 
 
