@@ -198,6 +198,13 @@ gpu-train-payload: $(VENV)/.dev
 	$(BIN)/python -m attnmt.bench.gpu_aside aside
 	$(BIN)/python -m attnmt.bench.gpu_train_payload; rc=$$?; $(BIN)/python -m attnmt.bench.gpu_aside back; exit $$rc
 
+# The pieces the GPU checks' calls carry (docs/gpu.md, "The serving checks": onnxruntime-gpu pruned to sm_90, the
+# serving requirements for CPython 3.12, the Bible test split), sized with the bundled weights set aside.
+.PHONY: gpu-check-payload
+gpu-check-payload: $(VENV)/.dev
+	$(BIN)/python -m attnmt.bench.gpu_aside aside
+	$(BIN)/python -m attnmt.bench.gpu_payload; rc=$$?; $(BIN)/python -m attnmt.bench.gpu_aside back; exit $$rc
+
 # English→Spanish (model/configs/transformer-en-es.yaml, docs/training.md): the bundled Spanish→English weights
 # trained the other way on data/en-es-general (`make data`), guided by that mix's eflomal links written
 # English→Spanish (once, a few minutes); at most 2.5 hours on 2 CPU cores, resumable (run it again).
