@@ -43,7 +43,7 @@ DEFAULT_STAGES = [
 class Stage:
     label: str          # the folder under /tmp/pieces: en or es
     config: Path
-    run: Path           # where the dry run here wrote piece_links.npz
+    run: Path           # where its piece-link cache is kept (made here when missing)
     weights: Path | None  # a run directory, a checkpoint file or a model directory; None: from scratch
 
     @classmethod
