@@ -1,6 +1,6 @@
 """The measurement subcommands of `attnmt`: bench (engine, server, offline, serving, http, glossary,
 quality, score-functions, overload, soak, order, files, catalog, subtitles, typed), evaluate, evaluate-public,
-evaluate-alignment, fit-quality, fit-names, fit-lexicon.
+evaluate-alignment, fit-quality, fit-names, fit-lexicon, fit-length-penalty.
 
 Found by `attnmt` through the `attnmt.commands` entry point; the modules that run them
 (torch, grpc, sacrebleu, the client) are imported only when one runs, so they cost
@@ -356,6 +356,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--split", default="dev", help="never the test split: the score is measured there")
     p.add_argument("--beam", type=int, default=5, help="the search measured (the server default: 5)")
     p.set_defaults(func=cmd_fit_lexicon)
+    p = sub.add_parser("fit-length-penalty", help="choose the length penalty a model's requests get when they name "
+                                                  "none: the candidate with the highest mean chrF over the dev sets, "
+                                                  "written into its manifest (decoding) with every set's BLEU and chrF")
+    p.add_argument("--model", type=Path, required=True, help="model directory (its manifest.json is written)")
+    p.add_argument("--data", type=Path, nargs="+", required=True, help="data directories whose dev split is measured")
+    p.add_argument("--values", type=_numbers(float), default=(1.0, 1.3, 1.6, 2.0),
+                   help="comma-separated candidates (default 1.0,1.3,1.6,2.0)")
+    p.add_argument("--limit", type=int, help="at most this many sentences of each dev split (the first)")
+    p.add_argument("--split", default="dev", help="never the test split: the score is measured there")
+    p.add_argument("--beam", type=int, default=5, help="the search measured (the server default: 5)")
+    p.add_argument("--dry-run", action="store_true", help="measure and print, leave the manifest as it is")
+    p.set_defaults(func=cmd_fit_length_penalty)
 
 
 def _register_serving_benches(bench: argparse._SubParsersAction) -> None:
@@ -652,6 +664,17 @@ def cmd_fit_names(args: argparse.Namespace) -> int:
 def cmd_fit_lexicon(args: argparse.Namespace) -> int:
     from attnmt.bench.lexicon import fit_lexicon
     print(json.dumps(fit_lexicon(args.model, args.data, args.cache, args.split, args.beam)))
+    return 0
+
+
+def cmd_fit_length_penalty(args: argparse.Namespace) -> int:
+    from attnmt.bench.decoding import fit_length_penalty
+    if not args.values or any(not 0.0 <= v <= 5.0 for v in args.values):
+        print("attnmt fit-length-penalty: --values must be numbers between 0 and 5", file=sys.stderr)
+        return 2
+    spec = fit_length_penalty(args.model, args.data, list(args.values), args.split, args.beam, args.limit,
+                              write=not args.dry_run, log=lambda m: print(m, file=sys.stderr, flush=True))
+    print(json.dumps(spec))
     return 0
 
 

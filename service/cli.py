@@ -52,7 +52,8 @@ def _search_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--early-exit", action="store_true",
                    help="stop a beam when its best candidate ends (OpenNMT-py's rule), not once "
                         "beam-size hypotheses have finished (Marian's, the default)")
-    p.add_argument("--length-penalty", type=float, default=1.0)
+    p.add_argument("--length-penalty", type=float, help="score = log P / length^this (default: the model's, "
+                   "chosen on its dev sets; 1.0 where it names none)")
     p.add_argument("--max-length-ratio", type=float, default=1.5)
     p.add_argument("--alignment", choices=ALIGNMENTS, default="none",
                    help="soft: α over pieces; words: α over words; hard: Pharaoh i-j word pairs")

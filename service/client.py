@@ -109,9 +109,11 @@ def options_pb(options: SearchOptions, alignment: str = "soft", threshold: float
                replace_unk: bool = False, keep_names: bool | None = None,
                use_lexicon: bool | None = None) -> pb.DecodingOptions:
     message = pb.DecodingOptions(beam_size=options.beam_size, n_best=options.n_best,
-                                 length_penalty=options.length_penalty, max_length_ratio=options.max_length_ratio,
+                                 max_length_ratio=options.max_length_ratio,
                                  max_length_extra=options.max_length_extra, alignment=ALIGNMENTS[_alignment(alignment)],
                                  replace_unknown=replace_unk, early_exit=options.early_exit)
+    if options.length_penalty is not None:      # unset: the served model's own
+        message.length_penalty = options.length_penalty
     if threshold is not None:
         message.alignment_threshold = threshold
     if keep_names is not None:

@@ -18,13 +18,16 @@ import numpy as np
 from attnmt.service.errors import InvalidInput
 
 GREEDY, FORCED, BEAM = 0, 1, 2      # Search.kind, and each row's kind in slots.Rows
+DEFAULT_LENGTH_PENALTY = 1.0        # a model's, where its manifest names none
 
 
 @dataclass(frozen=True)
 class SearchOptions:
     beam_size: int = 1            # 1: greedy
     n_best: int = 1               # hypotheses returned, at most beam_size
-    length_penalty: float = 1.0   # final score = log P / (length ** length_penalty); 0: raw log P
+    # final score = log P / (length ** length_penalty); 0: raw log P; None: the model's default (its manifest's
+    # `decoding.length_penalty`, else DEFAULT_LENGTH_PENALTY), which Translator.search sets before a Search is made
+    length_penalty: float | None = None
     max_length_ratio: float = 1.5  # target pieces at most ratio * source pieces + max_length_extra
     max_length_extra: int = 10
     max_target_tokens: int = 512  # a hard cap whatever ratio and extra say (the server's setting)
@@ -40,7 +43,7 @@ class SearchOptions:
             raise InvalidInput(f"beam_size must be between 1 and {max_beam} (max_beam_size), got {self.beam_size}")
         if not 1 <= self.n_best <= self.beam_size:
             raise InvalidInput(f"n_best must be between 1 and beam_size ({self.beam_size}), got {self.n_best}")
-        if not 0.0 <= self.length_penalty <= 5.0:
+        if self.length_penalty is not None and not 0.0 <= self.length_penalty <= 5.0:
             raise InvalidInput(f"length_penalty must be between 0 and 5, got {self.length_penalty}")
         if not 0.0 < self.max_length_ratio <= 10.0:
             raise InvalidInput(f"max_length_ratio must be in (0, 10], got {self.max_length_ratio}")
@@ -102,7 +105,8 @@ class Search:
     def finish(self, tokens: np.ndarray, log_probs: np.ndarray, alignment: np.ndarray) -> None:
         total = float(np.sum(log_probs, dtype=np.float64))
         n = len(tokens)
-        score = total / (n ** self.options.length_penalty) if self.options.length_penalty else total
+        penalty = DEFAULT_LENGTH_PENALTY if self.options.length_penalty is None else self.options.length_penalty
+        score = total / (n ** penalty) if penalty else total
         self.finished.append(FinishedHypothesis(tokens.tolist(), log_probs.tolist(), alignment, total, score))
 
     def restart(self) -> None:

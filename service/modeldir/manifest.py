@@ -229,6 +229,9 @@ class Manifest(BaseModel):
     # "test_aer": 0.357, ...}; rule "threshold" carries its "threshold". None: each target word's
     # argmax, the rule before any measurement. A request's `alignment_threshold` still overrides it.
     hard_links: dict[str, Any] | None = None
+    # Decoding defaults chosen on the model's dev sets, for a request that names none: {"length_penalty": 1.6,
+    # "chosen_on": "dev", "dev": {...}}, written by `attnmt fit-length-penalty`. None: 1.0.
+    decoding: dict[str, Any] | None = None
     # Which export wrote a Transformer's step graphs (the module docstring); None: the first.
     graphs_revision: int | None = None
 

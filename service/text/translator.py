@@ -15,7 +15,7 @@ import numpy as np
 from attnmt.service.errors import InvalidInput
 from attnmt.service.inference.engine import Engine
 from attnmt.service.inference.offline import decode_all
-from attnmt.service.inference.search import Search, SearchOptions
+from attnmt.service.inference.search import DEFAULT_LENGTH_PENALTY, Search, SearchOptions
 from attnmt.service.modeldir.links import DEFAULT_RULE
 from attnmt.service.text.alignment import EOS_TOKEN, aggregate_to_words, hard_pairs, shift_att, word_groups
 from attnmt.service.text.case import SMALL_WORDS, as_typed, listed_small, sentence_case, shouted, titled, untitled
@@ -149,6 +149,8 @@ class Translator:
         # A Transformer's position table has max_positions rows: no source and no translation may
         # be longer (the RNNsearch has no such table: None).
         self.max_positions: int | None = engine.manifest.dimensions.get("max_positions")
+        # the length penalty a request that names none gets: the one chosen on the model's dev sets
+        self.length_penalty = float((engine.manifest.decoding or {}).get("length_penalty", DEFAULT_LENGTH_PENALTY))
         manifest = engine.manifest
         # Only a model trained with sentinels can carry them (manifest.placeholders), numbers too; with
         # protection off, `sentinels` still drops any the model writes by itself.
@@ -186,8 +188,11 @@ class Translator:
                                f"{self.max_positions} positions (its max_positions)")
         return ids + [self.engine.eos_id]
 
-    def _within_positions(self, options: SearchOptions) -> SearchOptions:
-        """`options` with the translation capped at the model's positions, if it has a table."""
+    def _for_model(self, options: SearchOptions) -> SearchOptions:
+        """`options` with the model's length penalty where they name none, and the translation capped at
+        the model's positions, if it has a table."""
+        if options.length_penalty is None:
+            options = replace(options, length_penalty=self.length_penalty)
         if self.max_positions is None or options.max_target_tokens <= self.max_positions:
             return options
         return replace(options, max_target_tokens=self.max_positions)
@@ -231,7 +236,7 @@ class Translator:
 
     def search(self, text: str, options: SearchOptions, target: str | None = None) -> Search:
         """A Search ready to join a DecodeBatch; with `target`, forced decoding of that target."""
-        options = self._within_positions(options)
+        options = self._for_model(options)
         if target is not None:
             return Search(self.encode(text, "source"), options, forced=self.encode(target, "target"))
         shortlist = self.engine.shortlist

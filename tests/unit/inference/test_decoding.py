@@ -9,7 +9,7 @@ from attnmt.service.errors import InvalidInput
 from attnmt.service.inference.batch import DecodeBatch
 from attnmt.service.inference.engine import Engine
 from attnmt.service.inference.offline import decode_all
-from attnmt.service.inference.search import BEAM, FORCED, Search, SearchOptions
+from attnmt.service.inference.search import BEAM, DEFAULT_LENGTH_PENALTY, FORCED, Search, SearchOptions
 from attnmt.service.inference.slots import Memory, RowMemory
 from attnmt.service.text.alignment import aggregate_to_words, hard_pairs, word_groups
 from attnmt.service.text.translator import Translator
@@ -312,7 +312,8 @@ def reference_beam(engine: Engine, source: list[int], options: SearchOptions) ->
         beams = beams_next
         if not beams:
             break
-    finished.sort(key=lambda f: -f[1] / len(f[0]) ** options.length_penalty)
+    penalty = DEFAULT_LENGTH_PENALTY if options.length_penalty is None else options.length_penalty
+    finished.sort(key=lambda f: -f[1] / len(f[0]) ** penalty)
     return finished[:options.n_best]
 
 
@@ -485,3 +486,34 @@ def test_offline_beams_take_more_rows_per_step_than_greedy(engine, translator, m
     seen.clear()
     translator.translate(texts, SearchOptions(beam_size=5))
     assert offline.OFFLINE_ROWS < max(seen) <= offline.OFFLINE_BEAM_ROWS == 160
+
+
+def test_a_request_naming_no_length_penalty_gets_the_model_s(tiny_model, engine, tmp_path):
+    """A model's manifest may carry the length penalty chosen on its dev sets (`decoding`,
+    `attnmt fit-length-penalty`): a search that names none gets it, one that names one keeps its
+    own, and a model without it gets 1.0. Here `a </s>` wins on log P over length (-0.26 against
+    -0.36 for `b c </s>`) and `b c </s>` over length squared (-0.119 against -0.128)."""
+    from attnmt.model.export.measured import update_manifest
+    vocab, bos, eos, a, b, c = engine.manifest.vocab_size, engine.bos_id, engine.eos_id, 10, 11, 12
+    probs = np.full((vocab, vocab), 1e-6)
+    probs[bos, [a, b]] = [0.6, 0.4]
+    probs[a, eos] = 1.0
+    probs[b, c] = 0.9
+    probs[c, eos] = 0.95
+    for row in range(vocab):
+        if probs[row].sum() < 0.5:
+            probs[row, eos] = 1.0
+    table = np.log(probs / probs.sum(1, keepdims=True)).astype(np.float32)
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "tuned").mkdir()
+    plain = markov_model(tmp_path / "plain", tiny_model, table)
+    assert Translator(Engine(plain)).search("hola", SearchOptions(beam_size=2)).options.length_penalty == 1.0
+    tuned = markov_model(tmp_path / "tuned", tiny_model, table)
+    update_manifest(tuned, decoding={"length_penalty": 2.0, "chosen_on": "dev"})
+    translator = Translator(Engine(tuned))
+    unset = translator.search("hola", SearchOptions(beam_size=2))
+    named = translator.search("hola", SearchOptions(beam_size=2, length_penalty=1.0))
+    decode_all(translator.engine, [unset, named])
+    assert unset.options.length_penalty == 2.0
+    assert unset.best()[0].tokens == [b, c, eos]
+    assert named.best()[0].tokens == [a, eos]

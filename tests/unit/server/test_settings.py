@@ -107,6 +107,7 @@ def test_decoding_options_become_search_options_with_the_server_defaults():
     settings = Settings(default_beam_size=4, max_beam_size=8)
     plain = search_options(pb.DecodingOptions(), settings)
     assert (plain.beam_size, plain.n_best, plain.early_exit) == (4, 1, False)
+    assert plain.length_penalty is None         # unset: the model's own (Translator.search)
     chosen = search_options(pb.DecodingOptions(beam_size=6, n_best=2, early_exit=True, length_penalty=0.0), settings)
     assert (chosen.beam_size, chosen.n_best, chosen.early_exit, chosen.length_penalty) == (6, 2, True, 0.0)
     with pytest.raises(InvalidInput, match="options.beam_size must be between 1 and 8"):

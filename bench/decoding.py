@@ -1,0 +1,69 @@
+"""`attnmt fit-length-penalty`: the length penalty a model's requests get when they name none,
+chosen on its dev sets and written into its manifest (`decoding`).
+
+A hypothesis is scored by log P / length^α. Each candidate α translates the dev split of every
+data directory (beam 5 by default, the model's lexicon and names as served). Kept: the α with
+the highest mean chrF over the dev sets, each set weighing the same, among those that lose no dev
+set more than 0.3 BLEU against α 1.0 (the rule the project holds int8 to). chrF counts what a
+too-short translation leaves out, which is what α trades; left alone it keeps rewarding longer
+output (English→Spanish: its mean rose up to α 2.0 while Tatoeba lost 0.5 BLEU), hence the guard.
+English→Spanish translations ran about a tenth shorter than their references on news at α 1.0
+(docs/benchmarks.md, "Length penalty").
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from statistics import mean
+from typing import Callable
+
+import sacrebleu
+
+from attnmt.corpus.splits import read_split
+from attnmt.model.export.measured import update_manifest
+from attnmt.service.inference.engine import Engine
+from attnmt.service.inference.search import DEFAULT_LENGTH_PENALTY, SearchOptions
+from attnmt.service.text.translator import Translator
+
+MAX_BLEU_LOSS = 0.3
+RULE = (f"the highest mean chrF over the dev sets among the values that lose no dev set more than {MAX_BLEU_LOSS} "
+        f"BLEU against {DEFAULT_LENGTH_PENALTY}")
+
+
+def choose(dev: dict[str, dict], values: list[float]) -> tuple[float, dict[float, float]]:
+    """The value RULE keeps, and each value's mean chrF; `dev` holds each set's scores by str(value)."""
+    mean_chrf = {value: round(mean(d[str(value)]["chrf"] for d in dev.values()), 3) for value in values}
+    base = str(DEFAULT_LENGTH_PENALTY)
+    allowed = [v for v in values if all(d[str(v)]["bleu"] >= d[base]["bleu"] - MAX_BLEU_LOSS for d in dev.values())]
+    return max(allowed, key=lambda v: (mean_chrf[v], v == DEFAULT_LENGTH_PENALTY)), mean_chrf
+
+
+def fit_length_penalty(model_dir: Path, data_dirs: list[Path], values: list[float], split: str = "dev",
+                       beam: int = 5, limit: int | None = None, write: bool = True,
+                       log: Callable[[str], None] = lambda message: None) -> dict:
+    """BLEU, chrF and length ratio of `split` of each data directory at each length penalty in
+    `values` (at most `limit` sentences of each); with `write`, the chosen one into the manifest."""
+    values = sorted(set(values) | {DEFAULT_LENGTH_PENALTY})      # the baseline the guard compares with
+    translator = Translator(Engine(model_dir), max_tokens=100_000)
+    m = translator.engine.manifest
+    dev: dict[str, dict] = {}
+    for data_dir in data_dirs:
+        pairs = read_split(Path(data_dir), split, m.source_language, m.target_language)[:limit]
+        refs = [[t for _, t in pairs]]
+        scores = {}
+        for value in values:
+            hyps = [t.best.text if t.hypotheses else "" for t in
+                    translator.translate([s for s, _ in pairs], SearchOptions(beam_size=beam, length_penalty=value))]
+            bleu, chrf = sacrebleu.corpus_bleu(hyps, refs), sacrebleu.corpus_chrf(hyps, refs)
+            scores[str(value)] = {"bleu": round(bleu.score, 2), "chrf": round(chrf.score, 2),
+                                  "length_ratio": round(bleu.sys_len / max(bleu.ref_len, 1), 3)}
+            log(f"{Path(data_dir).name}/{split} length_penalty {value}: {scores[str(value)]}")
+        dev[f"{Path(data_dir).name}/{split}"] = {"sentences": len(pairs), **scores}
+    chosen, mean_chrf = choose(dev, values)
+    spec = {"length_penalty": chosen, "chosen_on": split, "rule": RULE, "candidates": values,
+            "mean_chrf": {str(v): c for v, c in mean_chrf.items()}, "beam": beam, "limit": limit, "dev": dev,
+            "date": dt.date.today().isoformat()}
+    if write:
+        update_manifest(model_dir, decoding=spec)
+    return spec
