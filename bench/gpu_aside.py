@@ -78,8 +78,9 @@ def aside_paths(repo: Path) -> list[str]:
 
 def aside(repo: Path) -> list[str]:
     """Leave the tracked weights out of what travels; returns their paths."""
-    if aside_paths(repo):
-        return aside_paths(repo)
+    already = aside_paths(repo)
+    if already:
+        return already
     staged = git(repo, "diff", "--cached", "--name-only")
     if staged.strip():
         raise SystemExit(f"staged changes first: {staged.split()}; a commit made while the weights are aside "

@@ -27,8 +27,6 @@ from attnmt.service.inference.search import SearchOptions
 from attnmt.service.modeldir.manifest import load_manifest
 from attnmt.service.text.translator import Translator
 
-VARIANTS = ("written", "unpunctuated", "lower-cased", "unaccented")
-
 
 def variants(pairs: list[tuple[str, str]], max_words: int) -> dict[str, list[tuple[str, str]]]:
     """(source, reference) pairs of each variant, from the pairs of `max_words` source words or fewer."""
@@ -77,7 +75,13 @@ def format_typed(report: dict) -> str:
 
 
 def cmd_bench_typed(args: argparse.Namespace) -> int:
+    import sys
+
     from attnmt.bench.reports import show
-    report = bench_typed(args.model, args.data, args.split, args.max_words, args.beam)
+    try:
+        report = bench_typed(args.model, args.data, args.split, args.max_words, args.beam)
+    except (FileNotFoundError, ValueError) as e:       # no such split; models of different directions
+        print(f"attnmt bench typed: {e}", file=sys.stderr)
+        return 2
     show(report, format_typed(report), args.json)
     return 0

@@ -48,3 +48,13 @@ def test_bench_typed_on_a_bundled_model(model, src, tgt, tmp_path, capsys):
     assert set(scores) == set(expected)
     assert all(0 <= s["bleu"] <= 100 and 0 < s["chrf"] <= 100 for s in scores.values())
     assert "| lower-cased | 3 |" in capsys.readouterr().out
+
+
+def test_models_of_different_directions_are_refused_with_a_message(tmp_path, capsys):
+    data = tmp_path / "data"
+    data.mkdir()
+    for lang, side in (("es", 0), ("en", 1)):
+        (data / f"dev.{lang}").write_text("".join(p[side] + "\n" for p in PAIRS))
+    assert main(["bench", "typed", "--model", str(REPO / "models" / "transformer-es-en"),
+                 "--model", str(REPO / "models" / "transformer-en-es"), "--data", str(data)]) == 2
+    assert "translates en→es" in capsys.readouterr().err
