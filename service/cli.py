@@ -1,7 +1,7 @@
 """`attnmt`: one command, subcommands for every world that is installed.
 
 The serving commands (serve, translate) live here. The training world's (data, train, average,
-export, upgrade-model) and the measurement world's (bench, evaluate, evaluate-alignment,
+export, upgrade-model, store-weights) and the measurement world's (bench, evaluate, evaluate-alignment,
 fit-quality) are found through the `attnmt.commands` entry points (pyproject.toml), so that
 service/ never imports them and an install without them (the serving image) simply lacks
 their commands. Each registers parsers only; its handlers import torch and the rest when run.

@@ -86,10 +86,13 @@ def export_ctranslate2_from_model_directory(model_dir: Path, out: Path, quantiza
     from attnmt.service.modeldir.manifest import load_manifest
 
     tokenizer = model_dir / load_manifest(model_dir, verify=False).tokenizer
-    return _write(load_model_directory(model_dir), model_dir, tokenizer, out, quantization)
+    return _write(load_model_directory(model_dir), model_dir, tokenizer, out, quantization, as_served=True)
 
 
-def _write(model, source: Path, tokenizer: Path, out: Path, quantization: str | None) -> dict:
+def _write(model, source: Path, tokenizer: Path, out: Path, quantization: str | None, as_served: bool = False
+           ) -> dict:
+    """as_served: the weights are those a model directory's graphs hold (read back from them),
+    float16 or int8-rounded, and are taken as they are."""
     import ctranslate2
 
     from attnmt.model.export.directory import round_to_half
@@ -98,8 +101,10 @@ def _write(model, source: Path, tokenizer: Path, out: Path, quantization: str | 
         raise ValueError(f"{source} holds an {type(model).__name__}: CTranslate2 runs no RNNs "
                          "(only Transformer checkpoints convert)")
     # The weights attnmt's export serves: rounded to float16 and held in float32, so both
-    # engines hold the very same numbers (rounding weights read back from float16 changes nothing).
-    model = round_to_half(model)
+    # engines hold the very same numbers. A directory's weights are already what it serves
+    # (rounding int8-stored ones to float16 would change them).
+    if not as_served:
+        model = round_to_half(model)
     tok = Tokenizer(tokenizer)
     spec = transformer_spec(model, [tok.sp.id_to_piece(i) for i in range(len(tok))])
     spec.optimize(quantization=quantization)

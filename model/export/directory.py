@@ -26,6 +26,9 @@ from attnmt.service.modeldir.manifest import SCHEMA_VERSION
 
 OPSET = 17
 HALF_SUFFIX = "/float16"
+INT8_SUFFIX = "/int8"                  # share_weights(storage="int8"): X as X/int8 * X/scale
+SCALE_SUFFIX = "/scale"
+STORAGES = ("float32", "float16", "int8")
 PARITY_TOPK = 5                        # k of the parity steps
 
 
@@ -64,15 +67,19 @@ def save_half_checkpoint(model: nn.Module, architecture: str, path: Path) -> Non
                 "state_dict": half.half().state_dict()}, path)
 
 
-def share_weights(out_dir: Path, graphs: list[str], data_file: str = "weights.bin", half: bool = False) -> None:
+def share_weights(out_dir: Path, graphs: list[str], data_file: str = "weights.bin",
+                  storage: str = "float32") -> None:
     """Move the initializers of all graphs into one external-data file, each
     distinct tensor stored once: the tied embedding matrix, which the encoder and
     both step graphs hold, is the largest part of the model.
 
-    `half`: store float32 weights as float16, each read through a Cast back to
-    float32. Exported weights are already rounded to float16 (round_to_half), so
+    `storage` float16: store float32 weights as float16, each read through a Cast back
+    to float32. Exported weights are already rounded to float16 (round_to_half), so
     this loses nothing and halves the file; ONNX Runtime folds the Casts into
-    float32 initializers when it loads the graph, so a step computes as before."""
+    float32 initializers when it loads the graph, so a step computes as before.
+    int8: the weight matrices as int8 with a float32 scale per output channel
+    (`_store_int8`), the rest as float16: half the file again, and the weights
+    rounded (`attnmt store-int8` measures what that changes)."""
     import onnx
     from onnx import TensorProto
 
@@ -82,7 +89,9 @@ def share_weights(out_dir: Path, graphs: list[str], data_file: str = "weights.bi
             model = onnx.load(str(out_dir / graph))
             _constants_to_initializers(model.graph)
             _transposes_to_nodes(model.graph)
-            if half:
+            if storage == "int8":
+                _store_int8(model.graph)
+            if storage in ("float16", "int8"):
                 _store_half(model.graph)
             for tensor in model.graph.initializer:
                 raw = tensor.raw_data
@@ -158,7 +167,8 @@ def _store_half(graph) -> None:
 
     casts = []
     for tensor in graph.initializer:
-        if tensor.data_type != onnx.TensorProto.FLOAT or len(tensor.raw_data) < 2048:
+        if (tensor.data_type != onnx.TensorProto.FLOAT or len(tensor.raw_data) < 2048
+                or tensor.name.endswith(SCALE_SUFFIX)):
             continue
         values = numpy_helper.to_array(tensor)
         halves = values.astype(np.float16)
@@ -173,23 +183,109 @@ def _store_half(graph) -> None:
     graph.node.extend(nodes)
 
 
-def full_precision(graph) -> None:
-    """Undo `half` storage: each float16 initializer read through its Cast becomes
-    the float32 initializer it stands for (exact: float16 → float32 loses nothing), and
-    each Transpose of one (`_transposes_to_nodes`) an initializer again.
-    The int8 quantizer needs the weights as initializers of the nodes that use them."""
+def _store_int8(graph) -> None:
+    """Each weight matrix (a float32 initializer float16 holds exactly, read by a
+    MatMul, a Gemm, a Gather or a GRU as its weight) becomes an int8 initializer
+    `<name>/int8` with one float32 scale per output channel `<name>/scale`
+    (symmetric: max |w| / 127 over the channel), and `Mul(Cast(<name>/int8), <name>/scale)`
+    at the head of the graph gives `<name>` back as float32. ONNX Runtime folds both
+    nodes into a float32 initializer when it loads the graph (constant folding), so
+    a step computes in float32 as before, on the rounded weights. Not a
+    DequantizeLinear: ONNX Runtime would fuse it with its MatMul into an 8-bit
+    `MatMulNBits`, which is slower on batches (docs/benchmarks.md) and not exact.
+    The output channel is found from how the graph reads the matrix, so that each
+    channel's values keep their own range; a matrix read two ways stays float16."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    consumers: dict[str, list] = {}
+    for node in graph.node:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+    nodes = []
+    for tensor in graph.initializer:
+        if tensor.data_type != onnx.TensorProto.FLOAT or len(tensor.raw_data) < 2048 or len(tensor.dims) < 2:
+            continue
+        values = numpy_helper.to_array(tensor)
+        axis = _output_axis(tensor.name, len(values.shape), consumers)
+        if axis is None or not np.array_equal(values.astype(np.float16).astype(np.float32), values):
+            continue
+        other = tuple(a for a in range(values.ndim) if a != axis)
+        peak = np.abs(values).max(axis=other, keepdims=True)
+        scale = np.where(peak > 0, peak / 127, 1).astype(np.float32)
+        q = np.clip(np.rint(values / scale), -127, 127).astype(np.int8)
+        name = tensor.name
+        tensor.CopyFrom(numpy_helper.from_array(q, name + INT8_SUFFIX))
+        graph.initializer.append(numpy_helper.from_array(scale, name + SCALE_SUFFIX))
+        nodes += [helper.make_node("Cast", [name + INT8_SUFFIX], [name + "/int8_as_float"], to=onnx.TensorProto.FLOAT,
+                                   name=name + "/to_float32"),
+                  helper.make_node("Mul", [name + "/int8_as_float", name + SCALE_SUFFIX], [name],
+                                   name=name + "/scaled")]
+    nodes += list(graph.node)
+    del graph.node[:]
+    graph.node.extend(nodes)
+
+
+def _output_axis(name: str, rank: int, consumers: dict[str, list]) -> int | None:
+    """The axis of a weight along which its output channels lie, as every node that
+    reads it reads it, or None (no reader, an unknown one, or two that disagree)."""
+    axes = set()
+    for node in consumers.get(name, []):
+        attrs = {a.name: a for a in node.attribute}
+        if node.op_type == "MatMul" and node.input[1] == name:
+            axes.add(rank - 1)
+        elif node.op_type == "Gemm" and node.input[1] == name:
+            axes.add(0 if "transB" in attrs and attrs["transB"].i else 1)
+        elif node.op_type == "Gather" and node.input[0] == name and ("axis" not in attrs or attrs["axis"].i == 0):
+            axes.add(0)                            # an embedding table: a row per token
+        elif node.op_type == "GRU" and name in node.input[1:3]:
+            axes.add(1)                            # [directions, 3 x hidden, input or hidden]
+        elif (node.op_type == "Transpose" and rank == 2
+              and (list(attrs["perm"].ints) if "perm" in attrs else [1, 0]) == [1, 0]
+              and consumers.get(node.output[0])
+              and all(u.op_type == "MatMul" and u.input[1] == node.output[0] for u in consumers[node.output[0]])):
+            axes.add(0)                            # the tied output layer: a row per token
+        else:
+            return None
+    return axes.pop() if len(axes) == 1 else None
+
+
+def stored_weights(graph) -> dict[str, np.ndarray]:
+    """{name the graph's nodes read: its float32 value} of every weight stored as
+    float16 (`_store_half`) or int8 (`_store_int8`), computed as ONNX Runtime folds it."""
     from onnx import numpy_helper
 
-    halves = {t.name: t for t in graph.initializer if t.name.endswith(HALF_SUFFIX)}
-    floats: dict[str, np.ndarray] = {}
+    stored = {t.name: t for t in graph.initializer if t.name.endswith((HALF_SUFFIX, INT8_SUFFIX, SCALE_SUFFIX))}
+    values: dict[str, np.ndarray] = {}
+    for node in graph.node:
+        if node.op_type == "Cast" and node.input[0] in stored and node.input[0].endswith(HALF_SUFFIX):
+            values[node.output[0]] = numpy_helper.to_array(stored[node.input[0]]).astype(np.float32)
+        elif (node.op_type == "Mul" and node.name.endswith("/scaled") and node.output[0] + INT8_SUFFIX in stored
+              and node.input[1] == node.output[0] + SCALE_SUFFIX and node.input[1] in stored):
+            q = numpy_helper.to_array(stored[node.output[0] + INT8_SUFFIX]).astype(np.float32)
+            values[node.output[0]] = q * numpy_helper.to_array(stored[node.input[1]])
+    return values
+
+
+def full_precision(graph) -> None:
+    """Undo float16 or int8 storage: each stored weight becomes the float32 initializer
+    it stands for (float16 → float32 loses nothing; int8 gives the rounded weights the
+    graph computes with), and each Transpose of one (`_transposes_to_nodes`) an initializer
+    again. The int8 quantizer needs the weights as initializers of the nodes that use them."""
+    from onnx import numpy_helper
+
+    values = stored_weights(graph)
+    storage = {t.name for t in graph.initializer if t.name.endswith((HALF_SUFFIX, INT8_SUFFIX, SCALE_SUFFIX))}
+    keep_init = [t for t in graph.initializer if t.name not in storage]
+    del graph.initializer[:]
+    graph.initializer.extend(keep_init)
+    graph.initializer.extend(numpy_helper.from_array(v, name) for name, v in values.items())
     keep = []
-    for node in graph.node:             # the Casts first, then the Transposes of what they give back
-        if node.op_type == "Cast" and len(node.input) == 1 and node.input[0] in halves:
-            tensor = halves[node.input[0]]
-            floats[node.output[0]] = numpy_helper.to_array(tensor).astype(np.float32)
-            tensor.CopyFrom(numpy_helper.from_array(floats[node.output[0]], node.output[0]))
-        elif node.op_type == "Transpose" and node.input[0] in floats and node.name.endswith("/transposed"):
-            graph.initializer.append(numpy_helper.from_array(np.ascontiguousarray(floats[node.input[0]].T),
+    for node in graph.node:             # the stored weights' nodes go, then the Transposes of what they give back
+        if node.output[0] in values or (node.op_type == "Cast" and node.input[0] in storage):
+            continue
+        if node.op_type == "Transpose" and node.input[0] in values and node.name.endswith("/transposed"):
+            graph.initializer.append(numpy_helper.from_array(np.ascontiguousarray(values[node.input[0]].T),
                                                              node.output[0]))
         else:
             keep.append(node)

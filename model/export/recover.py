@@ -20,9 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
+from attnmt.model.export.directory import HALF_SUFFIX, INT8_SUFFIX, SCALE_SUFFIX, stored_weights
 from attnmt.service.modeldir.manifest import load_manifest
 
-HALF_SUFFIX = "/float16"              # share_weights(half=True) stores X as X/float16 read through a Cast
 PREFIX = "model."                     # the export wraps the network in a module holding it as `model`
 
 
@@ -49,12 +49,12 @@ def recover_state(model_dir: Path) -> tuple[dict, dict[str, np.ndarray]]:
 
 
 def _read_graph(graph, numpy_helper, state: dict[str, np.ndarray]) -> None:
-    values = {t.name: numpy_helper.to_array(t).astype(np.float32) for t in graph.initializer}
-    # a Cast of a stored float16 tensor yields the float32 tensor under the Cast's output name
-    produced_by_cast = {n.output[0]: n.input[0] for n in graph.node if n.op_type == "Cast" and n.input[0] in values}
+    # a weight stored as float16 or int8 is read under the name its Cast or Mul gives it
+    values = {t.name: numpy_helper.to_array(t).astype(np.float32) for t in graph.initializer
+              if not t.name.endswith((HALF_SUFFIX, INT8_SUFFIX, SCALE_SUFFIX))}
+    values.update(stored_weights(graph))
 
     def initializer(name: str) -> str | None:
-        name = produced_by_cast.get(name, name)
         return name if name in values else None
 
     consumers: dict[str, list] = {}
@@ -63,17 +63,16 @@ def _read_graph(graph, numpy_helper, state: dict[str, np.ndarray]) -> None:
             consumers.setdefault(name, []).append(node)
 
     for name, value in values.items():
-        plain = name.removesuffix(HALF_SUFFIX)
-        if plain.startswith(PREFIX):
-            state[plain.removeprefix(PREFIX)] = value
+        if name.startswith(PREFIX):
+            state[name.removeprefix(PREFIX)] = value
     for node in graph.node:
         if node.op_type != "MatMul" or (weight := initializer(node.input[1])) is None:
             continue
-        if weight.removesuffix(HALF_SUFFIX).startswith(PREFIX):
+        if weight.startswith(PREFIX):
             continue                  # a named matrix (the tied output layer reads the embedding as it is)
         biases = [initializer(i) for add in consumers.get(node.output[0], []) if add.op_type == "Add"
                   for i in add.input if i != node.output[0]]
-        names = [b.removesuffix(HALF_SUFFIX) for b in biases if b and b.removesuffix(HALF_SUFFIX).endswith(".bias")]
+        names = [b for b in biases if b and b.endswith(".bias")]
         if len(names) != 1:
             raise ValueError(f"MatMul {node.name}: no single named bias follows it, so its weight {weight} "
                              "cannot be named")
@@ -109,7 +108,8 @@ def recover_checkpoint(model_dir: Path) -> dict:
 def load_model_directory(model_dir: Path):
     """The network of a model directory in PyTorch for inference (fp32, eval mode): its
     `checkpoint.pt` (`attnmt export` writes it), or where that is absent a Transformer's
-    weights read back from the graphs. Both hold the same float16-rounded numbers."""
+    weights read back from the graphs: the numbers the graphs compute with (float16-rounded, or
+    int8-rounded where `attnmt store-weights` stored them so)."""
     from attnmt.model.train import build_model, load_model
 
     checkpoint = model_dir / "checkpoint.pt"

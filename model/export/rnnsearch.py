@@ -279,7 +279,7 @@ def export(checkpoint: Path, tokenizer: Path, out_dir: Path, name: str, source_l
         tmp = Path(tmp_name)
         graphs = dict(GRAPHS, **(SHORTLIST_GRAPHS if lexical_shortlist is not None else {}))
         export_graphs(model, tmp, with_shortlist=lexical_shortlist is not None)
-        share_weights(tmp, list(graphs.values()), half=True)
+        share_weights(tmp, list(graphs.values()), storage="float16")
         shutil.copy(tokenizer, tmp / MODEL_FILE)
         save_half_checkpoint(model, "rnnsearch", tmp / "checkpoint.pt")
         files = [*graphs.values(), "weights.bin", MODEL_FILE, "checkpoint.pt"]

@@ -729,7 +729,7 @@ def export_model(model: Transformer, tokenizer: Path, out_dir: Path, name: str, 
         tmp = Path(tmp_name)
         export_graphs(model, tmp)
         graphs = {**GRAPHS, **APPEND_GRAPH, **GROUPED_GRAPH}
-        share_weights(tmp, list(graphs.values()), half=True)
+        share_weights(tmp, list(graphs.values()), storage="float16")
         shutil.copy(tokenizer, tmp / MODEL_FILE)
         save_half_checkpoint(model, "transformer", tmp / "checkpoint.pt")
         files = [*graphs.values(), "weights.bin", MODEL_FILE, "checkpoint.pt"]

@@ -30,6 +30,7 @@ from pathlib import Path
 from attnmt.corpus.splits import corpus_files, read_parallel
 from attnmt.model.export import rnnsearch, transformer
 from attnmt.model.export.recover import load_model_directory
+from attnmt.model.export.storage import store_weights
 from attnmt.model.tokenizer import MODEL_FILE
 from attnmt.service.modeldir.manifest import (
     APPEND_GRAPH,
@@ -133,7 +134,11 @@ def upgrade_model(model_dir: Path, out_dir: Path | None = None, tolerance: float
                                      if old.get("architecture") == "Transformer" else {})})
         if old.get("quantization") is not None:
             manifest["quantization"] = old["quantization"]
+        manifest.pop("weights_storage", None)     # the export stored them as float16
         write_manifest(staged, manifest)
+        if old.get("weights_storage"):             # int8, as the old directory stored them
+            manifest = store_weights(staged, Path(tmp_name) / "stored")
+            staged = Path(tmp_name) / "stored"
         if out_dir.resolve() != model_dir.resolve():
             if out_dir.exists():
                 shutil.rmtree(out_dir)

@@ -212,6 +212,9 @@ class Manifest(BaseModel):
     training: dict[str, Any] = Field(default_factory=dict)
     evaluation: dict[str, Any] = Field(default_factory=dict)
     quantization: dict[str, Any] | None = None
+    # `attnmt store-weights`: how weights.bin stores the weight matrices (int8 with a scale per
+    # output channel); absent: float16
+    weights_storage: dict[str, Any] | None = None
     # Lexical shortlist (model/export/shortlist.py): file, sizes and its measured BLEU change.
     shortlist: dict[str, Any] | None = None
     # Names kept as written (service/text/names.py): the known-words file, the counts that put a word

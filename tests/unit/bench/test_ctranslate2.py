@@ -186,3 +186,13 @@ def test_bench_ctranslate2_with_two_parallel_decoders_on_each_side(engines, sour
     assert set(row["sentences_per_s"]) == {"attnmt fp32", "ctranslate2 fp32"}
     assert all(rate > 0 for rate in row["sentences_per_s"].values())
     assert "shared by 2 parallel decoders" in format_ctranslate2(report)
+
+
+def test_a_directory_with_int8_weights_converts_with_the_numbers_it_serves(engines, sources, tmp_path):
+    """Converted from an int8-stored directory, CTranslate2 takes the int8-rounded weights as they
+    are (rounding them to float16 as a checkpoint's are would change them): both engines agree."""
+    from attnmt.model.export.ctranslate2 import export_ctranslate2_from_model_directory
+    assert main(["store-weights", str(engines / "attnmt"), "--out", str(tmp_path / "stored")]) == 0
+    export_ctranslate2_from_model_directory(tmp_path / "stored", tmp_path / "ct2")
+    report = agreement(tmp_path / "stored", tmp_path / "ct2", sources)
+    assert report["identical_share"] >= 0.95, report["differences"]
