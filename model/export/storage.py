@@ -25,6 +25,7 @@ from attnmt.service.modeldir.manifest import file_entries, load_manifest, write_
 
 STORAGE = "int8"
 WEIGHTS = "weights.bin"
+VERSION_SUFFIX = "+int8"
 CARD = "MODEL_CARD.md"                 # the model card, beside the manifest's files
 
 
@@ -64,10 +65,11 @@ def store_weights(model_dir: Path, out_dir: Path) -> dict:
         "method": "each weight matrix int8, one float32 scale per output channel (max |w| / 127), read as "
                   "Mul(Cast(int8), scale), which ONNX Runtime folds into float32 when it loads the graph; "
                   "biases and layer norms float16",
-        "from_version": manifest["version"],
+        "from_version": manifest["version"],      # the version gains "+int8": the same model, rounded
         "date": dt.date.today().isoformat(),
         "bytes_before": before,
         "bytes": manifest["files"][WEIGHTS]["bytes"],
     }
+    manifest["version"] = manifest["version"] + VERSION_SUFFIX
     write_manifest(out_dir, manifest)
     return manifest

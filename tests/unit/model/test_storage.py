@@ -152,6 +152,7 @@ def test_what_cannot_be_stored_again_is_refused(stored, tiny_transformer, tmp_pa
     manifest = json.loads((stored / "manifest.json").read_text())
     assert not (tmp_path / "again").exists()
     assert manifest["weights_storage"]["from_version"] == load_manifest(tiny_transformer).version
+    assert manifest["version"] == load_manifest(tiny_transformer).version + "+int8"
 
 
 def test_the_command_names_its_refusal(stored, tmp_path):
@@ -175,6 +176,8 @@ def test_an_upgrade_keeps_the_weights_stored_as_int8(stored, tiny_transformer_ru
     upgrade_model(old, tmp_path / "new")
     manifest = load_manifest(tmp_path / "new")
     assert manifest.weights_storage["format"] == "int8" and "decoder_step_append" in manifest.graphs
+    before_upgrade = load_manifest(old)
+    assert (manifest.version, manifest.weights_storage) == (before_upgrade.version, before_upgrade.weights_storage)
     before, after = (_int8_weights(d, "encoder.onnx")[0] for d in (old, tmp_path / "new"))
     tensors = [{t.name: numpy_helper.to_array(t) for t in g.initializer} for g in (before, after)]
     for name, value in tensors[0].items():
