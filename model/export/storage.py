@@ -17,11 +17,12 @@ conversion read the rounded weights back from its graphs (`recover.py`).
 from __future__ import annotations
 
 import datetime as dt
+import json
 import shutil
 from pathlib import Path
 
 from attnmt.model.export.directory import full_precision, share_weights
-from attnmt.service.modeldir.manifest import file_entries, load_manifest, write_manifest
+from attnmt.service.modeldir.manifest import MANIFEST, file_entries, load_manifest, write_manifest
 
 STORAGE = "int8"
 WEIGHTS = "weights.bin"
@@ -38,7 +39,9 @@ def store_weights(model_dir: Path, out_dir: Path) -> dict:
     The other files (tokenizer, shortlist, lexicon, names, model card) are copied as they are."""
     import onnx
 
-    manifest = load_manifest(model_dir).model_dump(mode="json")
+    load_manifest(model_dir)                      # every file as its checksum says
+    # the manifest as written, so that what a reader defaults (an older schema's) stays unwritten
+    manifest = json.loads((model_dir / MANIFEST).read_text(encoding="utf-8"))
     if manifest.get("quantization"):
         raise StorageError(f"{model_dir} holds int8 graphs (`attnmt export --quantize`): their weights are "
                            "int8 already")

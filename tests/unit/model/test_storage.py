@@ -188,3 +188,14 @@ def test_an_upgrade_keeps_the_weights_stored_as_int8(stored, tiny_transformer_ru
     texts = [s for s, _ in synthetic_corpus(8, seed=41)]
     assert [t.best.text for t in Translator(Engine(tmp_path / "new")).translate(texts)] == \
         [t.best.text for t in Translator(Engine(old)).translate(texts)]
+
+
+@pytest.mark.parametrize("which", ["stored", "stored_rnnsearch"])
+def test_the_manifest_keeps_what_it_said_and_gains_only_the_storage(which, request, tiny_transformer, listed_model):
+    """What a reader defaults for an older schema (an RNNsearch's memory) stays unwritten."""
+    out = request.getfixturevalue(which)
+    source = tiny_transformer if which == "stored" else listed_model
+    before, after = (json.loads((d / "manifest.json").read_text()) for d in (source, out))
+    assert set(after) == set(before) | {"weights_storage"}
+    assert {k: v for k, v in after.items() if k not in ("files", "version", "weights_storage")} == \
+        {k: v for k, v in before.items() if k not in ("files", "version")}
