@@ -5,7 +5,7 @@ The graphs, inputs, outputs and the computation stay those of the float director
 ONNX Runtime folds each int8 matrix and its scale into a float32 initializer when it
 loads a graph, so decoding costs what it cost and only the weights are rounded (each to
 within half a step of 1/127 of its channel's largest value). `weights.bin` halves
-again (a Transformer of 256 wide with 8,000 pieces: 19.1 → about 9.6 MB). What the
+again (a Transformer of 256 wide with 8,000 pieces: 19.1 → 10.4 MB). What the
 rounding changes in translations is measured, not assumed: `attnmt evaluate` on each
 test set, the float directory beside it (docs/benchmarks.md, "Weights stored as int8").
 
