@@ -193,7 +193,9 @@ train: $(VENV)/.dev
 # with the bundled weights set aside, which are put back afterwards whatever happens; about 5 minutes.
 .PHONY: gpu-train-payload
 gpu-train-payload: $(VENV)/.dev
-	@test -f data/en-es-general/train.links || $(BIN)/python -c "import eflomal" 2>/dev/null || $(PIP) -e '.[align]'
+	@test -f data/es-en-general/train.links -a -f data/en-es-general/train.links \
+		|| $(BIN)/python -c "import eflomal" 2>/dev/null || $(PIP) -e '.[align]'
+	test -f data/es-en-general/train.links || $(BIN)/attnmt data links data/es-en-general
 	test -f data/en-es-general/train.links || $(BIN)/attnmt data links data/en-es-general --src en --tgt es
 	$(BIN)/python -m attnmt.bench.gpu_aside aside
 	$(BIN)/python -m attnmt.bench.gpu_train_payload; rc=$$?; $(BIN)/python -m attnmt.bench.gpu_aside back; exit $$rc
@@ -345,7 +347,9 @@ links: $(VENV)/.dev
 	$(BIN)/attnmt data links $(DATA) $(SOFTWARE) $(SOFTWARE)-copies $(MIXED) $(MIXED)-bible4 $(MIXED)-bible12 \
 		$(MIXED)-copies data/prose data/backtranslation data/cldr $(MIXED)-everyday $(MIXED)-everyday2 $(MIXED)-everyday3 $(MIXED)-everyday4 \
 		--gold $(GOLD) --gold-out data/gold-links
-	# English→Spanish: its own run, i indexing English words (the gold set is Spanish→English, so not with it)
+	# the general mixes, each its own run (the English→Spanish one with i indexing English words; the gold set is
+	# Spanish→English, so not with it)
+	$(BIN)/attnmt data links data/es-en-general
 	$(BIN)/attnmt data links data/en-es-general --src en --tgt es
 	$(BIN)/attnmt evaluate-alignment --model $(MODEL) --gold $(GOLD) --links eflomal=data/gold-links/{split}.links \
 		--json data/gold-links/aer.json
