@@ -137,7 +137,9 @@ def upgrade_model(model_dir: Path, out_dir: Path | None = None, tolerance: float
         manifest.pop("weights_storage", None)     # the export stored them as float16
         write_manifest(staged, manifest)
         if old.get("weights_storage"):             # int8, as the old directory stored them
-            staged, manifest = Path(tmp_name) / "stored", store_weights(staged, Path(tmp_name) / "stored")
+            stored = Path(tmp_name) / "stored"
+            manifest = store_weights(staged, stored)
+            staged = stored
             manifest.update(version=old["version"], weights_storage=old["weights_storage"])
             write_manifest(staged, manifest)
         if out_dir.resolve() != model_dir.resolve():
