@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import shutil
+from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -171,11 +172,10 @@ def _store_half(graph) -> None:
                 or tensor.name.endswith(SCALE_SUFFIX)):
             continue
         values = numpy_helper.to_array(tensor)
-        halves = values.astype(np.float16)
-        if not np.array_equal(halves.astype(np.float32), values):
+        if not _half_exact(values):
             continue
         name = tensor.name
-        tensor.CopyFrom(numpy_helper.from_array(halves, name + HALF_SUFFIX))
+        tensor.CopyFrom(numpy_helper.from_array(values.astype(np.float16), name + HALF_SUFFIX))
         casts.append(helper.make_node("Cast", [name + HALF_SUFFIX], [name], to=onnx.TensorProto.FLOAT,
                                       name=name + "/to_float32"))
     nodes = casts + list(graph.node)
@@ -198,17 +198,14 @@ def _store_int8(graph) -> None:
     import onnx
     from onnx import helper, numpy_helper
 
-    consumers: dict[str, list] = {}
-    for node in graph.node:
-        for name in node.input:
-            consumers.setdefault(name, []).append(node)
+    readers = consumers(graph)
     nodes = []
     for tensor in graph.initializer:
         if tensor.data_type != onnx.TensorProto.FLOAT or len(tensor.raw_data) < 2048 or len(tensor.dims) < 2:
             continue
         values = numpy_helper.to_array(tensor)
-        axis = _output_axis(tensor.name, len(values.shape), consumers)
-        if axis is None or not np.array_equal(values.astype(np.float16).astype(np.float32), values):
+        axis = _output_axis(tensor.name, len(values.shape), readers)
+        if axis is None or not _half_exact(values):
             continue
         other = tuple(a for a in range(values.ndim) if a != axis)
         peak = np.abs(values).max(axis=other, keepdims=True)
@@ -224,6 +221,21 @@ def _store_int8(graph) -> None:
     nodes += list(graph.node)
     del graph.node[:]
     graph.node.extend(nodes)
+
+
+def consumers(graph) -> dict[str, list]:
+    """tensor name -> the nodes that read it (an empty list for a name nothing reads)"""
+    readers = defaultdict(list)
+    for node in graph.node:
+        for name in node.input:
+            readers[name].append(node)
+    return readers
+
+
+def _half_exact(values: np.ndarray) -> bool:
+    """Whether float16 holds `values` exactly: the exported weights (rounded before export), not a
+    constant the graph computes from (the Transformer's sinusoid table)."""
+    return np.array_equal(values.astype(np.float16).astype(np.float32), values)
 
 
 def _output_axis(name: str, rank: int, consumers: dict[str, list]) -> int | None:

@@ -33,7 +33,6 @@ from __future__ import annotations
 import logging
 import shutil
 import time
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +42,7 @@ import sacrebleu
 from attnmt.model.batching import inference_batches, make_batch
 from attnmt.model.export import rnnsearch, transformer
 from attnmt.model.export.directory import PARITY_TOPK, full_precision, share_weights
+from attnmt.model.export.directory import consumers as _consumers
 from attnmt.model.tokenizer import BOS_ID, EOS_ID, Tokenizer
 from attnmt.service.modeldir.manifest import (
     POSITIONS,
@@ -244,15 +244,6 @@ def integer_matmuls(model) -> int:
 
 def _opset(model) -> int:
     return next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
-
-
-def _consumers(graph) -> dict[str, list]:
-    """tensor name -> the nodes that read it"""
-    consumers = defaultdict(list)
-    for node in graph.node:
-        for name in node.input:
-            consumers[name].append(node)
-    return consumers
 
 
 def _row_ranks(model) -> dict[str, int]:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attnmt.model.export.directory import HALF_SUFFIX, INT8_SUFFIX, SCALE_SUFFIX, stored_weights
+from attnmt.model.export.directory import HALF_SUFFIX, INT8_SUFFIX, SCALE_SUFFIX, consumers, stored_weights
 from attnmt.service.modeldir.manifest import load_manifest
 
 PREFIX = "model."                     # the export wraps the network in a module holding it as `model`
@@ -57,10 +57,7 @@ def _read_graph(graph, numpy_helper, state: dict[str, np.ndarray]) -> None:
     def initializer(name: str) -> str | None:
         return name if name in values else None
 
-    consumers: dict[str, list] = {}
-    for node in graph.node:
-        for name in node.input:
-            consumers.setdefault(name, []).append(node)
+    readers = consumers(graph)
 
     for name, value in values.items():
         if name.startswith(PREFIX):
@@ -70,7 +67,7 @@ def _read_graph(graph, numpy_helper, state: dict[str, np.ndarray]) -> None:
             continue
         if weight.startswith(PREFIX):
             continue                  # a named matrix (the tied output layer reads the embedding as it is)
-        biases = [initializer(i) for add in consumers.get(node.output[0], []) if add.op_type == "Add"
+        biases = [initializer(i) for add in readers[node.output[0]] if add.op_type == "Add"
                   for i in add.input if i != node.output[0]]
         names = [b for b in biases if b and b.endswith(".bias")]
         if len(names) != 1:
