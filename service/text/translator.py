@@ -165,6 +165,9 @@ class Translator:
         self.names = Names.from_manifest(engine.model_dir, engine.manifest.names)
         from attnmt.service.text.lexicon import Lexicon
         self.lexicon = Lexicon.from_manifest(engine.model_dir, engine.manifest.lexicon)
+        # English's "a" and "an" agree with the word after them, whoever wrote it (articles.py)
+        from attnmt.service.text.articles import agree
+        self.articles = agree if manifest.target_language == "en" else None
         # the words the model knows in small letters, and the lexicon's, for reading a sentence in Title
         # Case (case.py)
         self._known = self.names.known if self.names is not None else None
@@ -313,6 +316,8 @@ class Translator:
             translation = replace(translation, source=text)
         if glossary is not None:
             translation = glossary.apply(translation)
+        if self.articles is not None and search.forced is None:
+            translation = self.articles(translation)
         if search.capitals:
             translation = self._in_capitals(translation)
         elif search.title_case:
