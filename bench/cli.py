@@ -1,6 +1,6 @@
 """The measurement subcommands of `attnmt`: bench (engine, server, offline, serving, http, glossary,
 quality, score-functions, overload, soak, order, files, catalog, subtitles, typed), evaluate, evaluate-public,
-evaluate-alignment, fit-quality, fit-names, fit-lexicon, fit-length-penalty.
+evaluate-alignment, fit-quality, fit-names, fit-lexicon, fit-length-penalty, fit-first-word.
 
 Found by `attnmt` through the `attnmt.commands` entry point; the modules that run them
 (torch, grpc, sacrebleu, the client) are imported only when one runs, so they cost
@@ -368,6 +368,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--beam", type=int, default=5, help="the search measured (the server default: 5)")
     p.add_argument("--dry-run", action="store_true", help="measure and print, leave the manifest as it is")
     p.set_defaults(func=cmd_fit_length_penalty)
+    p = sub.add_parser("fit-first-word", help="choose which lines have their first word read in small letters where "
+                                              "the model knows it only so (unmarked, any, never): the rule with the "
+                                              "highest mean chrF over the dev sets, written into its manifest "
+                                              "(decoding.first_word) with every set's BLEU and chrF")
+    p.add_argument("--model", type=Path, required=True, help="model directory (its manifest.json is written)")
+    p.add_argument("--data", type=Path, nargs="+", required=True, help="data directories whose dev split is measured")
+    p.add_argument("--limit", type=int, help="at most this many sentences of each dev split (the first)")
+    p.add_argument("--split", default="dev", help="never the test split: the score is measured there")
+    p.add_argument("--beam", type=int, default=5, help="the search measured (the server default: 5)")
+    p.add_argument("--dry-run", action="store_true", help="measure and print, leave the manifest as it is")
+    p.set_defaults(func=cmd_fit_first_word)
 
 
 def _register_serving_benches(bench: argparse._SubParsersAction) -> None:
@@ -674,6 +685,14 @@ def cmd_fit_length_penalty(args: argparse.Namespace) -> int:
         return 2
     spec = fit_length_penalty(args.model, args.data, list(args.values), args.split, args.beam, args.limit,
                               write=not args.dry_run, log=lambda m: print(m, file=sys.stderr, flush=True))
+    print(json.dumps(spec))
+    return 0
+
+
+def cmd_fit_first_word(args: argparse.Namespace) -> int:
+    from attnmt.bench.decoding import fit_first_word
+    spec = fit_first_word(args.model, args.data, args.split, args.beam, args.limit, write=not args.dry_run,
+                          log=lambda m: print(m, file=sys.stderr, flush=True))
     print(json.dumps(spec))
     return 0
 

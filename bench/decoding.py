@@ -1,5 +1,7 @@
-"""`attnmt fit-length-penalty`: the length penalty a model's requests get when they name none,
-chosen on its dev sets and written into its manifest (`decoding`).
+"""`attnmt fit-length-penalty` and `attnmt fit-first-word`: the length penalty a model's requests get
+when they name none, and which lines have their first word read in small letters
+(`decoding.first_word`, service/text/case.py `first_small`), each chosen on its dev sets and written
+into its manifest (`decoding`).
 
 A hypothesis is scored by log P / length^α. Each candidate α translates the dev split of every
 data directory (beam 5 by default, the model's lexicon and names as served). Kept: the α with
@@ -24,19 +26,23 @@ from attnmt.corpus.splits import read_split
 from attnmt.model.export.measured import update_manifest
 from attnmt.service.inference.engine import Engine
 from attnmt.service.inference.search import DEFAULT_LENGTH_PENALTY, SearchOptions
-from attnmt.service.text.translator import Translator
+from attnmt.service.text.case import FIRST_WORD_RULES, first_small
+from attnmt.service.text.translator import Translator, normalise
 
 MAX_BLEU_LOSS = 0.3
 RULE = (f"the highest mean chrF over the dev sets among the values that lose no dev set more than {MAX_BLEU_LOSS} "
         f"BLEU against {DEFAULT_LENGTH_PENALTY}")
+FIRST_WORD_RULE = (f"the highest mean chrF over the dev sets among the rules that lose no dev set more than "
+                   f"{MAX_BLEU_LOSS} BLEU against never")
 
 
-def choose(dev: dict[str, dict], values: list[float]) -> tuple[float, dict[float, float]]:
-    """The value RULE keeps, and each value's mean chrF; `dev` holds each set's scores by str(value)."""
+def choose(dev: dict[str, dict], values: list, baseline=DEFAULT_LENGTH_PENALTY) -> tuple:
+    """The value RULE keeps against `baseline`, and each value's mean chrF; `dev` holds each set's
+    scores by str(value)."""
     mean_chrf = {value: round(mean(d[str(value)]["chrf"] for d in dev.values()), 3) for value in values}
-    base = str(DEFAULT_LENGTH_PENALTY)
+    base = str(baseline)
     allowed = [v for v in values if all(d[str(v)]["bleu"] >= d[base]["bleu"] - MAX_BLEU_LOSS for d in dev.values())]
-    return max(allowed, key=lambda v: (mean_chrf[v], v == DEFAULT_LENGTH_PENALTY)), mean_chrf
+    return max(allowed, key=lambda v: (mean_chrf[v], v == baseline)), mean_chrf
 
 
 def fit_length_penalty(model_dir: Path, data_dirs: list[Path], values: list[float], split: str = "dev",
@@ -64,6 +70,44 @@ def fit_length_penalty(model_dir: Path, data_dirs: list[Path], values: list[floa
     spec = {"length_penalty": chosen, "chosen_on": split, "rule": RULE, "candidates": values,
             "mean_chrf": {str(v): c for v, c in mean_chrf.items()}, "beam": beam, "limit": limit, "dev": dev,
             "date": dt.date.today().isoformat()}
+    if write:
+        update_manifest(model_dir, decoding=spec)
+    return spec
+
+
+def fit_first_word(model_dir: Path, data_dirs: list[Path], split: str = "dev", beam: int = 5,
+                   limit: int | None = None, write: bool = True,
+                   log: Callable[[str], None] = lambda message: None) -> dict:
+    """BLEU and chrF of `split` of each data directory with each first-word rule (FIRST_WORD_RULES),
+    kept by RULE against "never"; with `write`, the chosen rule into the manifest. Each set is
+    translated once as sent; a rule's lines are translated again with their first word small."""
+    translator = Translator(Engine(model_dir), max_tokens=100_000)
+    m = translator.engine.manifest
+    if translator._known is None:
+        raise SystemExit(f"attnmt fit-first-word: {model_dir} has no known-words list (attnmt fit-names first)")
+    pattern = translator.protector.pattern if translator.protector else None
+    options = SearchOptions(beam_size=beam)
+    dev: dict[str, dict] = {}
+    for data_dir in data_dirs:
+        pairs = read_split(Path(data_dir), split, m.source_language, m.target_language)[:limit]
+        sources, refs = [s for s, _ in pairs], [[t for _, t in pairs]]
+        translator.first_word = "never"
+        as_sent = [t.best.text if t.hypotheses else "" for t in translator.translate(sources, options)]
+        scores = {}
+        for rule in FIRST_WORD_RULES:
+            translator.first_word = rule
+            lines = [i for i, s in enumerate(sources) if first_small(normalise(s), translator._known, rule, pattern)]
+            hyps = list(as_sent)
+            for i, t in zip(lines, translator.translate([sources[i] for i in lines], options)):
+                hyps[i] = t.best.text if t.hypotheses else ""
+            scores[rule] = {"bleu": round(sacrebleu.corpus_bleu(hyps, refs).score, 2),
+                            "chrf": round(sacrebleu.corpus_chrf(hyps, refs).score, 2), "lines": len(lines)}
+            log(f"{Path(data_dir).name}/{split} first_word {rule}: {scores[rule]}")
+        dev[f"{Path(data_dir).name}/{split}"] = {"sentences": len(pairs), **scores}
+    chosen, mean_chrf = choose(dev, list(FIRST_WORD_RULES), baseline="never")
+    spec = {"first_word": chosen, "first_word_chosen": {
+        "on": split, "rule": FIRST_WORD_RULE,
+        "mean_chrf": mean_chrf, "beam": beam, "limit": limit, "dev": dev, "date": dt.date.today().isoformat()}}
     if write:
         update_manifest(model_dir, decoding=spec)
     return spec

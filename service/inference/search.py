@@ -76,6 +76,7 @@ class Search:
     protected: tuple[str, ...] = ()         # placeholders behind sentinels (text/placeholders.py), for the translator
     capitals: bool = False                  # sent in capitals, decoded in sentence case (text/case.py)
     title_case: bool = False                # sent in Title Case, decoded with its known words in small letters
+    first_small: bool = False               # decoded with its first word in small letters (text/case.py first_small)
     candidates: np.ndarray | None = None    # sorted target ids it may produce (lexical shortlist); None: all
     finished: list[FinishedHypothesis] = field(default_factory=list)
     steps: int = 0

@@ -71,6 +71,37 @@ def listed_small(text: str, known: frozenset[str] | None, dictionary: Container[
     return _WORD.sub(small, text)
 
 
+# A line's last mark: without one it is a label, a heading or words typed into a box
+_FINAL_MARKS = ".!?…:;"
+_CLOSING = " \"'»”’)]"
+_FIRST_WORD = re.compile(r"[^\w\s]*([^\W\d_][\w'’-]*)")
+FIRST_WORD_RULES = ("unmarked", "any", "never")
+
+
+def first_small(text: str, known: Container[str], rule: str = "unmarked",
+                placeholders: re.Pattern | None = None) -> str | None:
+    """`text` with its first word in small letters where the model knows the word only so ("Tren"
+    → "tren", which it translates "train" where it read "Tren" as "Three"), or None where it is read
+    as sent. `rule` (a model's `decoding.first_word`): "unmarked" only a line without a final mark
+    (a label, a heading, a word typed into a box: a Spanish sentence's first word is often a verb
+    whose capitalised form the model reads better, "Empiece a cantar." → "Start singing." where
+    "empiece" gives "She starts singing."), "any" every line, "never" none. A word in capitals, one
+    inside a placeholder, or one the model knows capitalised stays as sent."""
+    if rule == "never" or (rule == "unmarked" and text.rstrip(_CLOSING)[-1:] in _FINAL_MARKS):
+        return None
+    m = _FIRST_WORD.match(text)
+    if m is None:
+        return None
+    word = m.group(1)
+    small = word[0].lower() + word[1:]
+    if not word[0].isupper() or word.isupper() or word in known or small not in known:
+        return None
+    if placeholders is not None and any(p.start() < m.end(1) and m.start(1) < p.end()
+                                        for p in placeholders.finditer(text)):
+        return None
+    return text[:m.start(1)] + small + text[m.end(1):]
+
+
 def titled(text: str, placeholders: re.Pattern | None = None, small_words: Container[str] = ()) -> bool:
     """In Title Case (a headline, a post's title): four words or more, three capitalised or more
     past a sentence's or a quotation's start (a dialogue's '"Hola." "¿Y tú?"' starts with capitals,
@@ -167,4 +198,5 @@ def _special(piece: str) -> bool:
     return piece in ("</s>", "<s>", "<pad>")
 
 
-__all__ = ["OPENERS", "SMALL_WORDS", "as_typed", "before", "sentence_case", "shouted", "titled", "untitled"]
+__all__ = ["FIRST_WORD_RULES", "OPENERS", "SMALL_WORDS", "as_typed", "before", "first_small", "sentence_case",
+           "shouted", "titled", "untitled"]

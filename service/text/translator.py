@@ -12,13 +12,23 @@ from functools import cached_property
 
 import numpy as np
 
-from attnmt.service.errors import InvalidInput
+from attnmt.service.errors import ConfigError, InvalidInput
 from attnmt.service.inference.engine import Engine
 from attnmt.service.inference.offline import decode_all
 from attnmt.service.inference.search import DEFAULT_LENGTH_PENALTY, Search, SearchOptions
 from attnmt.service.modeldir.links import DEFAULT_RULE
 from attnmt.service.text.alignment import EOS_TOKEN, aggregate_to_words, hard_pairs, shift_att, word_groups
-from attnmt.service.text.case import SMALL_WORDS, as_typed, listed_small, sentence_case, shouted, titled, untitled
+from attnmt.service.text.case import (
+    FIRST_WORD_RULES,
+    SMALL_WORDS,
+    as_typed,
+    first_small,
+    listed_small,
+    sentence_case,
+    shouted,
+    titled,
+    untitled,
+)
 from attnmt.service.text.numbers import Numbers
 from attnmt.service.text.placeholders import Protector
 from attnmt.service.text.quality import Quality, QualityModel
@@ -151,6 +161,11 @@ class Translator:
         self.max_positions: int | None = engine.manifest.dimensions.get("max_positions")
         # the length penalty a request that names none gets: the one chosen on the model's dev sets
         self.length_penalty = float((engine.manifest.decoding or {}).get("length_penalty", DEFAULT_LENGTH_PENALTY))
+        # which lines have their first word read in small letters where the model knows it only so (case.py)
+        self.first_word = (engine.manifest.decoding or {}).get("first_word", "unmarked")
+        if self.first_word not in FIRST_WORD_RULES:
+            raise ConfigError(f"model {engine.manifest.name}: decoding.first_word is {self.first_word!r}; "
+                              f"expected one of {', '.join(FIRST_WORD_RULES)}")
         manifest = engine.manifest
         # Only a model trained with sentinels can carry them (manifest.placeholders), numbers too; with
         # protection off, `sentinels` still drops any the model writes by itself.
@@ -247,6 +262,9 @@ class Translator:
         pattern = self.protector.pattern if self.protector else None
         capitals = shouted(text, pattern)
         title = not capitals and titled(text, pattern, self._small_words)
+        lowered = (first_small(text, self._known, self.first_word, pattern)
+                   if self._known is not None and not (capitals or title) else None)
+        text = lowered or text
         protected = self.protector.protect(text) if self.protector else None
         # placeholders are sentinels by now, which have no case: theirs is kept
         hidden = protected.text if protected else text
@@ -255,7 +273,7 @@ class Translator:
         source = self.encode(hidden, "source")
         candidates = None if shortlist is None else shortlist.candidates(source)
         return Search(source, options, protected=protected.originals if protected else (), candidates=candidates,
-                      capitals=capitals, title_case=title)
+                      capitals=capitals, title_case=title, first_small=lowered is not None)
 
     def result(self, text: str, search: Search, replace_unk: bool = False, glossary=None,
                keep_names: bool | None = None, use_lexicon: bool | None = None) -> Translation:
@@ -322,6 +340,8 @@ class Translator:
             translation = self._in_capitals(translation)
         elif search.title_case:
             translation = self._as_typed(translation)
+        elif search.first_small:
+            translation = self._first_capitalised(translation)
         return translation
 
     def _in_capitals(self, translation: Translation) -> Translation:
@@ -357,6 +377,26 @@ class Translator:
         text = normalise(translation.source)
         hypotheses = [replace(h, source_tokens=as_typed(h.source_tokens, text), rewritten_from=h)
                       for h in translation.hypotheses]
+        return Translation(translation.source, as_typed(translation.source_tokens, text), hypotheses)
+
+    def _first_capitalised(self, translation: Translation) -> Translation:
+        """A line decoded with its first word in small letters (`first_small`): its source pieces in
+        the case it was sent in, and the translation's first letter a capital, as the line's was,
+        unless a placeholder comes first."""
+        text = normalise(translation.source)
+        hypotheses = []
+        for h in translation.hypotheses:
+            pieces, written = list(h.target_tokens), h.text
+            # the first piece with a letter, and that letter, in the pieces and in the text
+            first = next((i for i, p in enumerate(pieces) if p != EOS_TOKEN and any(c.isalpha() for c in p)), None)
+            at = next((i for i, c in enumerate(written) if c.isalpha()), None)
+            if first is not None and at is not None and first not in h.placeholder_targets and written[at].islower():
+                letter = next(i for i, c in enumerate(pieces[first]) if c.isalpha())
+                if pieces[first][letter] == written[at]:
+                    pieces[first] = pieces[first][:letter] + written[at].upper() + pieces[first][letter + 1:]
+                    written = written[:at] + written[at].upper() + written[at + 1:]
+            hypotheses.append(replace(h, text=written, target_tokens=pieces,
+                                      source_tokens=as_typed(h.source_tokens, text), rewritten_from=h))
         return Translation(translation.source, as_typed(translation.source_tokens, text), hypotheses)
 
     def translate(self, texts: list[str], options: SearchOptions = SearchOptions(), max_rows: int | None = None,

@@ -1,7 +1,14 @@
-"""`attnmt fit-length-penalty`'s rule (bench/decoding.py): the highest mean chrF over the dev sets
-among the values that lose no dev set more than 0.3 BLEU against 1.0."""
+"""`attnmt fit-length-penalty`'s and `attnmt fit-first-word`'s rule (bench/decoding.py): the highest
+mean chrF over the dev sets among the values that lose no dev set more than 0.3 BLEU against the
+baseline (1.0; "never"), and fit-first-word on the bundled model's dev sets."""
 
-from attnmt.bench.decoding import choose
+import json
+import shutil
+
+import pytest
+
+from attnmt.bench.decoding import choose, fit_first_word
+from attnmt.service.server.settings import BUNDLED_TRANSFORMER
 
 
 def sets(**scores: dict[str, tuple[float, float]]) -> dict:
@@ -27,3 +34,29 @@ def test_the_default_stays_when_nothing_beats_it():
     assert choose(dev, [0.6, 1.0])[0] == 1.0
     tie = sets(news={"1.0": (10.0, 40.0), "1.3": (10.0, 40.0)})
     assert choose(tie, [1.0, 1.3])[0] == 1.0
+
+
+def test_the_first_word_rule_is_held_against_reading_every_line_as_sent():
+    dev = sets(news={"never": (20.0, 49.0), "unmarked": (20.0, 49.1), "any": (19.6, 49.5)},
+               labels={"never": (40.0, 60.0), "unmarked": (41.0, 61.0), "any": (41.0, 61.0)})
+    assert choose(dev, ["unmarked", "any", "never"], baseline="never")[0] == "unmarked"   # any costs news 0.4
+
+
+@pytest.mark.skipif(not (BUNDLED_TRANSFORMER / "manifest.json").exists(), reason="no bundled model")
+def test_fit_first_word_measures_each_rule_and_writes_the_chosen_one(tmp_path):
+    model = tmp_path / "model"
+    shutil.copytree(BUNDLED_TRANSFORMER, model)
+    data = tmp_path / "labels"
+    data.mkdir()
+    # labels typed with a capital the model does not know ("Cerveza" came back "Cerve") and a sentence
+    (data / "dev.es").write_text("Cerveza\nTren\nManzana\nEl tren sale a las ocho.\n", encoding="utf-8")
+    (data / "dev.en").write_text("Beer\nTrain\nApple\nThe train leaves at eight.\n", encoding="utf-8")
+    spec = fit_first_word(model, [data], beam=1)
+    scores = spec["first_word_chosen"]["dev"]["labels/dev"]
+    assert scores["unmarked"]["lines"] == 3 and scores["never"]["lines"] == 0
+    assert scores["unmarked"]["chrf"] > scores["never"]["chrf"]
+    assert spec["first_word"] in ("unmarked", "any")
+    decoding = json.loads((model / "manifest.json").read_text())["decoding"]
+    assert decoding["first_word"] == spec["first_word"]
+    assert decoding.get("length_penalty", 1.0) == (json.loads((BUNDLED_TRANSFORMER / "manifest.json").read_text())
+                                                   .get("decoding") or {}).get("length_penalty", 1.0)

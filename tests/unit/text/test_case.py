@@ -1,12 +1,19 @@
 """A sentence's case as the models read it: Title Case told apart from ordinary text and from a
 program's labels, read in small letters where the model knows a word so, names kept."""
 
+import json
 import re
+import shutil
 
 import pytest
 
 from attnmt.model.data.placeholders import PATTERN
-from attnmt.service.text.case import SMALL_WORDS, as_typed, listed_small, titled, untitled
+from attnmt.service.errors import ConfigError
+from attnmt.service.inference.engine import Engine
+from attnmt.service.inference.search import SearchOptions
+from attnmt.service.server.settings import BUNDLED_TRANSFORMER
+from attnmt.service.text.case import SMALL_WORDS, as_typed, first_small, listed_small, titled, untitled
+from attnmt.service.text.translator import Translator
 
 KNOWN = frozenset({"reunión", "se", "ha", "trasladado", "al", "próximo", "lunes", "meeting", "has", "been", "moved",
                    "to", "next", "writer", "protecting", "content", "in", "estación", "dónde", "está", "la", "de",
@@ -84,3 +91,47 @@ def test_the_source_pieces_get_back_the_case_the_text_was_sent_in():
     assert as_typed(pieces, "La Reunión Se ⦃1⦄ Madrid") == ["▁La", "▁Reun", "ión", "▁Se", "▁", "⦃1⦄", "▁Madrid", "</s>"]
     # pieces that do not spell the text (an <unk>) are left as they are
     assert as_typed(["▁la", "<unk>", "</s>"], "La Ñ") == ["▁la", "<unk>", "</s>"]
+
+
+def test_a_first_word_the_model_knows_only_in_small_letters_is_read_so_on_a_line_without_a_final_mark():
+    known = {"tren", "cerveza", "empiece", "Abrir", "abrir", "de", "a", "cantar", "estación", "archivo"}
+    assert first_small("Tren", known) == "tren"
+    assert first_small("¿Cerveza fría", known) == "¿cerveza fría"
+    assert first_small("Estación de tren", known) == "estación de tren"
+    assert first_small("Empiece a cantar.", known) is None                 # a sentence: its first word as sent
+    assert first_small("Empiece a cantar.", known, "any") == "empiece a cantar."
+    assert first_small('Empiece a cantar."', known) is None               # a mark inside the quotation
+    assert first_small("Tren", known, "never") is None
+    assert first_small("Abrir", known) is None                             # known capitalised: as sent
+    assert first_small("TREN", known) is None and first_small("tren", known) is None
+    assert first_small("Gaziantep", known) is None                         # known in no case: a name
+    assert first_small("3 Trenes", known) is None and first_small("", known) is None
+    placeholder = re.compile(r"%\w|\{\w+\}|\{Archivo\}")
+    assert first_small("{Archivo} de tren", known, placeholders=placeholder) is None   # a program's text
+
+
+@pytest.mark.skipif(not (BUNDLED_TRANSFORMER / "manifest.json").exists(), reason="no bundled model")
+def test_a_word_typed_alone_is_translated_as_the_word_and_answered_with_a_capital():
+    translator = Translator(Engine(BUNDLED_TRANSFORMER))
+    beer, train = translator.translate(["Cerveza", "Tren"], SearchOptions(beam_size=5))
+    # read as sent, "Cerveza" came back "Cerve" and "Tren" "Three": the model knows them in small letters
+    assert (beer.best.text, train.best.text) == ("Beer", "Train")
+    assert beer.best.source_words[0] == "Cerveza" and beer.best.target_words[0] == "Beer"
+    assert beer.best.target_tokens[0].startswith("▁B")                    # the pieces as the text
+    translator.first_word = "unmarked"                                    # a sentence is then read as sent
+    unmarked = translator.translate(["Empiece a cantar.", "Cerveza"], SearchOptions(beam_size=5))
+    translator.first_word = "never"
+    never = translator.translate(["Empiece a cantar.", "Cerveza"], SearchOptions(beam_size=5))
+    assert unmarked[0].best.text == never[0].best.text == "Start singing."
+    assert (unmarked[1].best.text, never[1].best.text) == ("Beer", "Cerve")
+
+
+@pytest.mark.skipif(not (BUNDLED_TRANSFORMER / "manifest.json").exists(), reason="no bundled model")
+def test_a_models_first_word_rule_is_one_of_three(tmp_path):
+    model = tmp_path / "model"
+    shutil.copytree(BUNDLED_TRANSFORMER, model)
+    manifest = json.loads((model / "manifest.json").read_text())
+    manifest.setdefault("decoding", {})["first_word"] = "sometimes"
+    (model / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ConfigError, match="decoding.first_word is 'sometimes'; expected one of unmarked, any, never"):
+        Translator(Engine(model))
