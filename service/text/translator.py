@@ -390,7 +390,9 @@ class Translator:
             # the first piece with a letter, and that letter, in the pieces and in the text
             first = next((i for i, p in enumerate(pieces) if p != EOS_TOKEN and any(c.isalpha() for c in p)), None)
             at = next((i for i, c in enumerate(written) if c.isalpha()), None)
-            if first is not None and at is not None and first not in h.placeholder_targets and written[at].islower():
+            # only a letter that opens the text, after opening marks at most ("¿Dónde"; not "3 beers")
+            opens = at is not None and not any(c.isalnum() for c in written[:at])
+            if first is not None and opens and first not in h.placeholder_targets and written[at].islower():
                 letter = next(i for i, c in enumerate(pieces[first]) if c.isalpha())
                 if pieces[first][letter] == written[at]:
                     pieces[first] = pieces[first][:letter] + written[at].upper() + pieces[first][letter + 1:]

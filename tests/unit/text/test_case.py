@@ -5,6 +5,7 @@ import json
 import re
 import shutil
 
+import numpy as np
 import pytest
 
 from attnmt.model.data.placeholders import PATTERN
@@ -13,7 +14,7 @@ from attnmt.service.inference.engine import Engine
 from attnmt.service.inference.search import SearchOptions
 from attnmt.service.server.settings import BUNDLED_TRANSFORMER
 from attnmt.service.text.case import SMALL_WORDS, as_typed, first_small, listed_small, titled, untitled
-from attnmt.service.text.translator import Translator
+from attnmt.service.text.translator import Hypothesis, Translation, Translator
 
 KNOWN = frozenset({"reunión", "se", "ha", "trasladado", "al", "próximo", "lunes", "meeting", "has", "been", "moved",
                    "to", "next", "writer", "protecting", "content", "in", "estación", "dónde", "está", "la", "de",
@@ -124,6 +125,13 @@ def test_a_word_typed_alone_is_translated_as_the_word_and_answered_with_a_capita
     never = translator.translate(["Empiece a cantar.", "Cerveza"], SearchOptions(beam_size=5))
     assert unmarked[0].best.text == never[0].best.text == "Start singing."
     assert (unmarked[1].best.text, never[1].best.text) == ("Beer", "Cerve")
+    # the capital goes on a letter that opens the answer, after opening marks at most
+    alpha = np.full((4, 3), 1 / 3)                                        # T x S
+    for pieces, text, expected in ((["▁¿", "dónde", "?", "</s>"], "¿dónde?", ["▁¿", "Dónde", "?", "</s>"]),
+                                   (["▁3", "▁beers", "▁.", "</s>"], "3 beers .", ["▁3", "▁beers", "▁.", "</s>"])):
+        hyp = Hypothesis(text, pieces, [-0.1] * 4, -0.4, -0.1, alpha, ["▁3", "▁cervezas", "</s>"])
+        done = translator._first_capitalised(Translation(text, hyp.source_tokens, [hyp])).best
+        assert done.target_tokens == expected and done.text == "".join(expected[:-1]).replace("▁", " ").strip()
 
 
 @pytest.mark.skipif(not (BUNDLED_TRANSFORMER / "manifest.json").exists(), reason="no bundled model")
