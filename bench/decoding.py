@@ -79,12 +79,13 @@ def fit_first_word(model_dir: Path, data_dirs: list[Path], split: str = "dev", b
                    limit: int | None = None, write: bool = True,
                    log: Callable[[str], None] = lambda message: None) -> dict:
     """BLEU and chrF of `split` of each data directory with each first-word rule (FIRST_WORD_RULES),
-    kept by RULE against "never"; with `write`, the chosen rule into the manifest. Each set is
+    kept by FIRST_WORD_RULE; with `write`, the chosen rule into the manifest. Each set is
     translated once as sent; a rule's lines are translated again with their first word small."""
     translator = Translator(Engine(model_dir), max_tokens=100_000)
     m = translator.engine.manifest
-    if translator._known is None:
+    if translator.names is None:
         raise SystemExit(f"attnmt fit-first-word: {model_dir} has no known-words list (attnmt fit-names first)")
+    known = translator.names.known
     pattern = translator.protector.pattern if translator.protector else None
     options = SearchOptions(beam_size=beam)
     dev: dict[str, dict] = {}
@@ -96,7 +97,7 @@ def fit_first_word(model_dir: Path, data_dirs: list[Path], split: str = "dev", b
         scores = {}
         for rule in FIRST_WORD_RULES:
             translator.first_word = rule
-            lines = [i for i, s in enumerate(sources) if first_small(normalise(s), translator._known, rule, pattern)]
+            lines = [i for i, s in enumerate(sources) if first_small(normalise(s), known, rule, pattern)]
             hyps = list(as_sent)
             for i, t in zip(lines, translator.translate([sources[i] for i in lines], options)):
                 hyps[i] = t.best.text if t.hypotheses else ""
