@@ -80,3 +80,18 @@ def test_a_sentence_in_capitals_gets_the_lexicon_word_and_keeps_its_names(stub):
     stylist, names = (t.text for t in replies.translations)
     assert "STYLIST" in stylist and "ESTILISTA" not in stylist, stylist       # read as a name: "THE ESTILISTA"
     assert "ERDOĞAN" in names and "GAZIANTEP" in names, names
+
+
+def test_a_word_typed_alone_and_an_article_before_a_glossary_term_over_http(bundled_server):
+    """The first-word rule (read as sent, "Cerveza" came back "Cerve") through LibreTranslate's API,
+    and "a" agreeing with a glossary's term written after it (the model wrote "a deal") through ours."""
+    with httpx.Client(base_url=bundled_server.http, timeout=60) as client:
+        lt = client.post("/translate", json={"q": "Cerveza", "source": "es", "target": "en"})
+        native = client.post("/v1/translate", json={
+            "sentences": ["Firmaron un trato."], "glossary": [{"source": "trato", "target": "agreement"}],
+            "options": {"alignment": "ALIGNMENT_WORDS"}})
+    assert lt.status_code == 200 and lt.json()["translatedText"] == "Beer", lt.text
+    assert native.status_code == 200, native.text
+    (best,) = native.json()["translations"][0]["hypotheses"]
+    assert best["text"] == "They signed an agreement.", best["text"]
+    assert best["targetWords"][2:4] == ["an", "agreement."], best["targetWords"]
