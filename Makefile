@@ -283,6 +283,7 @@ export: export-needs-a-run $(VENV)/.dev
 	$(BIN)/attnmt fit-names --model $(RNNSEARCH_MODEL) --corpus $(MIXED)-copies/train.es --data $(QUALITY_DATA)
 	# nouns and adjectives it never learnt translated by Apertium's dictionary, with the dev change
 	$(BIN)/attnmt fit-lexicon --model $(RNNSEARCH_MODEL) --data $(QUALITY_DATA)
+	$(BIN)/attnmt fit-first-word --model $(RNNSEARCH_MODEL) --data $(QUALITY_DATA)
 
 # The Transformer from its averaged checkpoint: every layer, head and reading (as predicted, or
 # Shift-Att) scored on the gold set first, and the one with the lowest dev AER exported (or pass
