@@ -67,22 +67,25 @@ def agree(translation: Translation) -> Translation:
 def _agree(hyp: Hypothesis) -> Hypothesis:
     pieces = hyp.target_tokens
     _, groups = hyp.groups
-    words = hyp.target_words
     articles = [w for w, g in enumerate(groups) if len(g) == 1 and pieces[g[0]] in _ARTICLES
                 and g[0] not in hyp.placeholder_targets]
     if not articles:
         return hyp
+
+    def word(w: int) -> str:
+        # a word's pieces joined; not hyp.target_words, which also aggregates α to words
+        return "".join(pieces[groups[w][0]:groups[w][-1] + 1]).replace(WORD_BOUNDARY, "")
     in_text = list(_TEXT_ARTICLE.finditer(hyp.text))
     if len(in_text) != len(articles):          # text and pieces do not say the same: leave both
         return hyp
     new_pieces, text, shift = list(pieces), hyp.text, 0
     for w, m in zip(articles, in_text):
         written = _ARTICLES[pieces[groups[w][0]]]
-        if written[0].isupper() and w > 0 and not words[w - 1].endswith((".", "!", "?", ":", '"', "»")):
+        if written[0].isupper() and w > 0 and not word(w - 1).endswith((".", "!", "?", ":", '"', "»")):
             continue                           # "point A is": a letter, not the sentence's article
         if w + 1 >= len(groups) or any(i in hyp.placeholder_targets for i in groups[w + 1]):
             continue
-        letters = _LETTERS.match(words[w + 1])
+        letters = _LETTERS.match(word(w + 1))
         wanted = article(letters.group()) if letters else None
         if wanted is None or wanted == written.lower():
             continue
