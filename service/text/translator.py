@@ -371,35 +371,20 @@ class Translator:
         return Translation(translation.source, sources, hypotheses)
 
     def _as_typed(self, translation: Translation) -> Translation:
-        """A sentence sent in Title Case, decoded with its words in small letters (`untitled`): its
-        source pieces in the case it was sent in, so that its words read as its text does. The
-        translation stays in the sentence case the model wrote."""
+        """A sentence decoded with some of its words in small letters (Title Case, `untitled`; a first
+        word, `first_small`): its source pieces in the case it was sent in, so that its words read as
+        its text does. The translation stays as the model wrote it."""
         text = normalise(translation.source)
         hypotheses = [replace(h, source_tokens=as_typed(h.source_tokens, text), rewritten_from=h)
                       for h in translation.hypotheses]
         return Translation(translation.source, as_typed(translation.source_tokens, text), hypotheses)
 
     def _first_capitalised(self, translation: Translation) -> Translation:
-        """A line decoded with its first word in small letters (`first_small`): its source pieces in
-        the case it was sent in, and the translation's first letter a capital, as the line's was,
-        unless a placeholder comes first."""
-        text = normalise(translation.source)
-        hypotheses = []
-        for h in translation.hypotheses:
-            pieces, written = list(h.target_tokens), h.text
-            # the first piece with a letter, and that letter, in the pieces and in the text
-            first = next((i for i, p in enumerate(pieces) if p != EOS_TOKEN and any(c.isalpha() for c in p)), None)
-            at = next((i for i, c in enumerate(written) if c.isalpha()), None)
-            # only a letter that opens the text, after opening marks at most ("¿Dónde"; not "3 beers")
-            opens = at is not None and not any(c.isalnum() for c in written[:at])
-            if first is not None and opens and first not in h.placeholder_targets and written[at].islower():
-                letter = next(i for i, c in enumerate(pieces[first]) if c.isalpha())
-                if pieces[first][letter] == written[at]:
-                    pieces[first] = pieces[first][:letter] + written[at].upper() + pieces[first][letter + 1:]
-                    written = written[:at] + written[at].upper() + written[at + 1:]
-            hypotheses.append(replace(h, text=written, target_tokens=pieces,
-                                      source_tokens=as_typed(h.source_tokens, text), rewritten_from=h))
-        return Translation(translation.source, as_typed(translation.source_tokens, text), hypotheses)
+        """A line decoded with its first word in small letters (`first_small`): as typed (`_as_typed`),
+        and the translation's first letter a capital, as the line's was, unless a placeholder comes
+        first."""
+        typed = self._as_typed(translation)
+        return replace(typed, hypotheses=[_capitalised(h) for h in typed.hypotheses])
 
     def translate(self, texts: list[str], options: SearchOptions = SearchOptions(), max_rows: int | None = None,
                   replace_unk: bool = False, glossary=None, keep_names: bool | None = None,
@@ -415,6 +400,25 @@ class Translator:
         searches = [self.search(s, SearchOptions(), target=t) for s, t in pairs]
         decode_all(self.engine, searches, max_rows, self.workers)
         return [self.result(s, search) for (s, _), search in zip(pairs, searches)]
+
+
+def _capitalised(hyp: Hypothesis) -> Hypothesis:
+    """`hyp` with the letter that opens its text a capital, in the text and its piece; as it is where
+    that letter is not first (after opening marks at most: "¿Dónde", not "3 beers"), is a
+    placeholder's or is one already."""
+    pieces, written = hyp.target_tokens, hyp.text
+    first = next((i for i, p in enumerate(pieces) if p != EOS_TOKEN and any(c.isalpha() for c in p)), None)
+    at = next((i for i, c in enumerate(written) if c.isalpha()), None)
+    if (first is None or at is None or any(c.isalnum() for c in written[:at]) or first in hyp.placeholder_targets
+            or not written[at].islower()):
+        return hyp
+    piece = pieces[first]
+    letter = next(i for i, c in enumerate(piece) if c.isalpha())
+    if piece[letter] != written[at]:
+        return hyp
+    capital = written[at].upper()
+    return replace(hyp, text=written[:at] + capital + written[at + 1:], rewritten_from=hyp,
+                   target_tokens=pieces[:first] + [piece[:letter] + capital + piece[letter + 1:]] + pieces[first + 1:])
 
 
 __all__ = ["Translator", "Translation", "Hypothesis", "EOS_TOKEN", "letterless", "normalise", "shouted"]
