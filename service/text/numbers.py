@@ -16,8 +16,9 @@ A number is read in the source's convention. A Spanish number with one kind of s
 groups of exactly three digits is read as grouped ("17.000" in Spain, "17,000" in Mexico); one
 with both is grouped by the first and decimal after the last ("1.250,50"). A number without a
 separator is copied as written (a year, a page, a code: the Academy leaves those ungrouped), and so
-is a number in a language without a convention here. Times, dates and versions (12:00, 30/11/2026,
-802.11n, 1.2.3) are not hidden: they are not amounts, and a piece of them may be a placeholder.
+is a number in a language without a convention here. Times, dates and versions (12:00, 12.00 GMT,
+las 9.30, 30/11/2026, 802.11n, 1.2.3) are not hidden: they are not amounts, and a piece of them may be
+a placeholder.
 """
 
 from __future__ import annotations
@@ -32,7 +33,16 @@ _GROUPED = r"\d{1,3}(?:(?P<sep>[.,\u00a0\u202f ])\d{3})(?:(?P=sep)\d{3})*(?:[.,]
 # which the models carry, and hidden they would not read as a day or an age ("el 23 de julio" came
 # back "the 23 of July", where the model, shown the number, writes "July 23").
 # A percent sign after it goes with it, spaced as the target spaces it ("%%" and "%s" are a program's).
-NUMBER = re.compile(r"(?<![\w.,:/\u00a0\u202f])(?:" + _GROUPED + r"|\d+[.,]\d+|\d{3,})"
+# A time written with a point or a comma, as British English and Spanish write them, is not an amount
+# either: hidden, "at 12.00 GMT" came back "en 12,00 GMT", and shown, the models copy it ("a las
+# 12.00 GMT"). Read as a time where it says so: an hour and two-digit minutes before a.m. or p.m., a
+# time zone or "local time", or after Spanish's article of the hour ("las 9.30", "la 1.15"). Not
+# before "h" or "hours": "2.30 hours" is also a duration in decimals.
+_TIME = (r"(?:[01]?\d|2[0-4])[.,][0-5]\d(?!\d|[.,]\d)"
+         r"(?:(?=[ \u00a0\u202f]?(?:[aApP]\.?[ \u00a0]?[mM]\b\.?|(?:GMT|UTC|BST|CES?T|[ECMP][SD]T)\b"
+         r"|local time|hora local))|(?<=\b[lL]as [0-9][.,][0-5][0-9])|(?<=\b[lL]as [0-9]{2}[.,][0-5][0-9])"
+         r"|(?<=\b[lL]a [0-9][.,][0-5][0-9]))")
+NUMBER = re.compile(r"(?<![\w.,:/\u00a0\u202f])(?!" + _TIME + r")(?:" + _GROUPED + r"|\d+[.,]\d+|\d{3,})"
                     r"(?:[ \u00a0\u202f]?%(?![\w%]))?(?!\w|[.,:/]\d)")
 _PERCENT = re.compile(r"[ \u00a0\u202f]?%$")
 

@@ -73,6 +73,14 @@ def test_numbers_come_back_whole_and_as_spanish_writes_them():
     assert "76\u00a0000" in hyp.target_words and "76,000" in hyp.source_words
 
 
+def test_a_time_written_with_a_point_is_not_read_as_a_decimal():
+    # hidden as an amount, "at 12.00 GMT" came back "en 12,00 GMT": a time written as a decimal
+    times, amount = Translator(Engine(BUNDLED_EN_ES)).translate(["The group presented its report at 12.00 GMT today.",
+                                                                 "Inflation rose 3.25 percent."])
+    assert "12.00 GMT" in times.best.text and "12,00" not in times.best.text, times.best.text
+    assert "3,25" in amount.best.text, amount.best.text
+
+
 def test_recorded_software_scores_beat_apertium_by_ten_bleu():
     """The direction's reason to exist: English software messages (whole packages held out)."""
     evaluation = load_manifest(BUNDLED_EN_ES, verify=False).evaluation["gettext/test"]

@@ -39,6 +39,14 @@ def test_a_language_without_a_convention_gets_its_numbers_as_written():
     ("(1644-1912), AUD$450, 23 de julio", ["1644", "1912", "450"]),   # one or two digits: the model's
     ("un 3,2 % y el 100%, 100%% y 100%s", ["3,2 %", "100%", "100", "100"]),   # "%%", "%s": a program's
     ("a las 12:00 del 30/11/2026, 4:41.30", []),                 # times and dates are not amounts
+    # a time with a point or a comma, where a.m./p.m., a time zone or Spanish's "las" says it is one
+    ("at 12.00 GMT, 6.30 a.m., 8.15pm, (15.00 UTC), 18.45 local time, 9.05 EST", []),
+    ("a las 9.30 y la 1.15, de las 20.00 h a Las 10,45", []),
+    # without one, or not shaped as a time, it is an amount
+    ("3.25 percent, at 12.50 dollars, 2.30 hours, 3.50 a month, 9.30 amazing, Dallas 9.30", ["3.25", "12.50", "2.30",
+                                                                                          "3.50", "9.30", "9.30"]),
+    ("las 2.500 personas, las 12.000, 25.00 EST, 9.60 pm, 1.250,50 am, 12.00 GMTX", ["2.500", "12.000", "25.00",
+                                                                                    "9.60", "1.250,50", "12.00"]),
     ("802.11n a 2.4GHz, versión 1.2.3, 192.168.0.1, M16, 18th", []),
 ])
 def test_which_numbers_are_hidden(text, numbers):
