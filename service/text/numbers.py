@@ -34,7 +34,7 @@ _GROUPED = r"\d{1,3}(?:(?P<sep>[.,\u00a0\u202f ])\d{3})(?:(?P=sep)\d{3})*(?:[.,]
 # back "the 23 of July", where the model, shown the number, writes "July 23").
 # A percent sign after it goes with it, spaced as the target spaces it ("%%" and "%s" are a program's).
 # A time written with a point or a comma, as British English and Spanish write them, is not an amount
-# either: hidden, "at 12.00 GMT" came back "en 12,00 GMT", and shown, the models copy it ("a las
+# either: hidden, "at 12.00 GMT" came back "en 12,00 GMT", and shown, the models copy it ("en
 # 12.00 GMT"). Read as a time where it says so: an hour and two-digit minutes before a.m. or p.m., a
 # time zone or "local time", or after Spanish's article of the hour ("las 9.30", "la 1.15"). Not
 # before "h" or "hours": "2.30 hours" is also a duration in decimals.
