@@ -38,10 +38,11 @@ _GROUPED = r"\d{1,3}(?:(?P<sep>[.,\u00a0\u202f ])\d{3})(?:(?P=sep)\d{3})*(?:[.,]
 # 12.00 GMT"). Read as a time where it says so: an hour and two-digit minutes before a.m. or p.m., a
 # time zone or "local time", or after Spanish's article of the hour ("las 9.30", "la 1.15"). Not
 # before "h" or "hours": "2.30 hours" is also a duration in decimals.
-_TIME = (r"(?:[01]?\d|2[0-4])[.,][0-5]\d(?!\d|[.,]\d)"
-         r"(?:(?=[ \u00a0\u202f]?(?:[aApP]\.?[ \u00a0]?[mM]\b\.?|(?:GMT|UTC|BST|CES?T|[ECMP][SD]T)\b"
-         r"|local time|hora local))|(?<=\b[lL]as [0-9][.,][0-5][0-9])|(?<=\b[lL]as [0-9]{2}[.,][0-5][0-9])"
-         r"|(?<=\b[lL]a [0-9][.,][0-5][0-9]))")
+_HOUR = r"(?:[01]?\d|2[0-4])"
+_MINUTES = r"[.,][0-5]\d(?!\d|[.,]\d)"
+_TIME = (r"(?:(?<=\b[lL]as )" + _HOUR + _MINUTES + r"|(?<=\b[lL]a )\d" + _MINUTES + "|" + _HOUR + _MINUTES
+         + r"(?=[ \u00a0\u202f]?(?:[aApP]\.?[ \u00a0]?[mM]\b\.?|(?:GMT|UTC|BST|CES?T|[ECMP][SD]T)\b"
+           r"|local time|hora local)))")
 NUMBER = re.compile(r"(?<![\w.,:/\u00a0\u202f])(?!" + _TIME + r")(?:" + _GROUPED + r"|\d+[.,]\d+|\d{3,})"
                     r"(?:[ \u00a0\u202f]?%(?![\w%]))?(?!\w|[.,:/]\d)")
 _PERCENT = re.compile(r"[ \u00a0\u202f]?%$")
