@@ -325,11 +325,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("fit-quality", help="fit a model's quality-estimation weights on its dev split and write "
                                            "them into its manifest (needs sacrebleu)")
     p.add_argument("--model", type=Path, required=True, help="model directory (its manifest.json is updated)")
-    p.add_argument("--data", type=Path, nargs="+", required=True,
-                   help="data directories with a dev split: every domain the model serves (each weighs alike in "
-                        "the fit and the suspect threshold)")
-    p.add_argument("--split", default="dev", help="never the test split: the score is measured there")
-    p.add_argument("--beam", type=int, default=5, help="the search whose output is scored (the server default: 5)")
+    _dev_arguments(p, data_help="data directories with a dev split: every domain the model serves (each weighs "
+                                "alike in the fit and the suspect threshold)",
+                   beam_help="the search whose output is scored (the server default: 5)")
     p.set_defaults(func=cmd_fit_quality)
 
     p = sub.add_parser("fit-names", help="write a model's known-words list, so that names it never learnt are kept "
@@ -339,9 +337,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                              "manifest.json are written)")
     p.add_argument("--corpus", type=Path, required=True,
                    help="the model's training source, one sentence a line (train.es of its data directory)")
-    p.add_argument("--data", type=Path, nargs="+", required=True, help="data directories whose dev split is measured")
-    p.add_argument("--split", default="dev", help="never the test split: the score is measured there")
-    p.add_argument("--beam", type=int, default=5, help="the search measured (the server default: 5)")
+    _dev_arguments(p)
     p.set_defaults(func=cmd_fit_names)
 
     p = sub.add_parser("fit-lexicon", help="write a model's lexicon from Apertium's Spanish–English dictionary, so "
@@ -350,35 +346,37 @@ def register(sub: argparse._SubParsersAction) -> None:
                                            "apertium-eng-spa and sacrebleu)")
     p.add_argument("--model", type=Path, required=True, help="model directory with a known-words list (lexicon.tsv.gz "
                                                              "and its manifest.json are written)")
-    p.add_argument("--data", type=Path, nargs="+", required=True, help="data directories whose dev split is measured")
+    _dev_arguments(p)
     p.add_argument("--cache", type=Path, default=Path("data/dictionary/cache"),
                    help="where lttoolbox-dev's package is downloaded and unpacked (for lt-print)")
-    p.add_argument("--split", default="dev", help="never the test split: the score is measured there")
-    p.add_argument("--beam", type=int, default=5, help="the search measured (the server default: 5)")
     p.set_defaults(func=cmd_fit_lexicon)
     p = sub.add_parser("fit-length-penalty", help="choose the length penalty a model's requests get when they name "
                                                   "none: the candidate with the highest mean chrF over the dev sets, "
                                                   "written into its manifest (decoding) with every set's BLEU and chrF")
     p.add_argument("--model", type=Path, required=True, help="model directory (its manifest.json is written)")
-    p.add_argument("--data", type=Path, nargs="+", required=True, help="data directories whose dev split is measured")
+    _dev_arguments(p, decoding_fit=True)
     p.add_argument("--values", type=_numbers(float), default=(1.0, 1.3, 1.6, 2.0),
                    help="comma-separated candidates (default 1.0,1.3,1.6,2.0)")
-    p.add_argument("--limit", type=int, help="at most this many sentences of each dev split (the first)")
-    p.add_argument("--split", default="dev", help="never the test split: the score is measured there")
-    p.add_argument("--beam", type=int, default=5, help="the search measured (the server default: 5)")
-    p.add_argument("--dry-run", action="store_true", help="measure and print, leave the manifest as it is")
     p.set_defaults(func=cmd_fit_length_penalty)
     p = sub.add_parser("fit-first-word", help="choose which lines have their first word read in small letters where "
                                               "the model knows it only so (unmarked, any, never): the rule with the "
                                               "highest mean chrF over the dev sets, written into its manifest "
                                               "(decoding.first_word) with every set's BLEU and chrF")
     p.add_argument("--model", type=Path, required=True, help="model directory (its manifest.json is written)")
-    p.add_argument("--data", type=Path, nargs="+", required=True, help="data directories whose dev split is measured")
-    p.add_argument("--limit", type=int, help="at most this many sentences of each dev split (the first)")
-    p.add_argument("--split", default="dev", help="never the test split: the score is measured there")
-    p.add_argument("--beam", type=int, default=5, help="the search measured (the server default: 5)")
-    p.add_argument("--dry-run", action="store_true", help="measure and print, leave the manifest as it is")
+    _dev_arguments(p, decoding_fit=True)
     p.set_defaults(func=cmd_fit_first_word)
+
+
+def _dev_arguments(p: argparse.ArgumentParser, data_help: str = "data directories whose dev split is measured",
+                   beam_help: str = "the search measured (the server default: 5)", decoding_fit: bool = False) -> None:
+    """What every fit command reads: the data directories, their split (dev) and the beam; a fit of a
+    decoding setting also takes --limit and --dry-run."""
+    p.add_argument("--data", type=Path, nargs="+", required=True, help=data_help)
+    p.add_argument("--split", default="dev", help="never the test split: the score is measured there")
+    p.add_argument("--beam", type=int, default=5, help=beam_help)
+    if decoding_fit:
+        p.add_argument("--limit", type=int, help="at most this many sentences of each dev split (the first)")
+        p.add_argument("--dry-run", action="store_true", help="measure and print, leave the manifest as it is")
 
 
 def _register_serving_benches(bench: argparse._SubParsersAction) -> None:
