@@ -243,8 +243,8 @@ export-en-es: $(VENV)/.dev
 	$(BIN)/attnmt fit-quality --model $(EN_ES_RUN)/model --data $(QUALITY_DATA)
 	# names it never learnt kept as written: the known-words list of its training source, with the dev change
 	$(BIN)/attnmt fit-names --model $(EN_ES_RUN)/model --corpus data/en-es-general/train.en --data $(QUALITY_DATA)
-	# nouns and adjectives it never learnt translated by Apertium's dictionary, with the dev change
-	$(BIN)/attnmt fit-lexicon --model $(EN_ES_RUN)/model --data $(QUALITY_DATA)
+	# nouns and adjectives it never learnt or saw rarely translated by Apertium's dictionary, with the dev change
+	$(BIN)/attnmt fit-lexicon --model $(EN_ES_RUN)/model --corpus data/en-es-general/train.en --data $(QUALITY_DATA)
 	# which lines have their first word read in small letters where it knows the word only so
 	$(BIN)/attnmt fit-first-word --model $(EN_ES_RUN)/model --data $(QUALITY_DATA)
 	# as bundled (models/transformer-en-es): its weights stored as int8
@@ -308,7 +308,7 @@ export-transformer: $(VENV)/.dev
 	$(BIN)/attnmt evaluate-alignment --model $(TRANSFORMER_EXPORT) --write-manifest
 	$(BIN)/attnmt fit-quality --model $(TRANSFORMER_EXPORT) --data $(QUALITY_DATA)
 	$(BIN)/attnmt fit-names --model $(TRANSFORMER_EXPORT) --corpus data/es-en-general/train.es --data $(QUALITY_DATA)
-	$(BIN)/attnmt fit-lexicon --model $(TRANSFORMER_EXPORT) --data $(QUALITY_DATA)
+	$(BIN)/attnmt fit-lexicon --model $(TRANSFORMER_EXPORT) --corpus data/es-en-general/train.es --data $(QUALITY_DATA)
 	$(BIN)/attnmt fit-first-word --model $(TRANSFORMER_EXPORT) --data $(QUALITY_DATA)
 
 export-needs-a-run:

@@ -31,26 +31,37 @@ CAPITALISED_MIN = 20
 LOWERCASE_MIN = 5
 
 
-def dev_change(translator: Translator, data_dirs: list[Path], split: str, beam: int, off: dict,
-               apply: Callable[[Translation], Translation]) -> dict:
+def dev_scores(translator: Translator, data_dirs: list[Path], split: str, beam: int, off: dict,
+               steps: dict[str, Callable[[Translation], Translation]]) -> dict:
     """BLEU and chrF of `split` of each data directory translated with `off` (the translate
-    arguments that leave a step out) and with `apply` (that step) run over those translations,
-    and how many translations it changed."""
+    arguments that leave a step out, under "without") and with each of `steps` run over those
+    translations (under its label, with how many translations it changed): one search a set."""
     m = translator.engine.manifest
     dev = {}
     for data_dir in data_dirs:
         pairs = read_split(Path(data_dir), split, m.source_language, m.target_language)
         refs = [t for _, t in pairs]
         plain = translator.translate([s for s, _ in pairs], SearchOptions(beam_size=beam), **off)
-        done = [apply(t) for t in plain]
-        scores = {}
-        for label, translations in (("without", plain), ("with", done)):
-            hyps = [t.best.text if t.hypotheses else "" for t in translations]
+        scores: dict = {"sentences": len(pairs)}
+        for label, apply in (("without", None), *steps.items()):
+            done = plain if apply is None else [apply(t) for t in plain]
+            hyps = [t.best.text if t.hypotheses else "" for t in done]
             scores[label] = {"bleu": round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2),
                              "chrf": round(sacrebleu.corpus_chrf(hyps, [refs]).score, 2)}
-        changed = sum(a.hypotheses and a.best.text != b.best.text for a, b in zip(plain, done))
-        dev[f"{Path(data_dir).name}/{split}"] = {"sentences": len(pairs), "changed": int(changed), **scores}
+            if apply is not None:
+                scores[label]["changed"] = int(sum(a.hypotheses and a.best.text != b.best.text
+                                                   for a, b in zip(plain, done)))
+        dev[f"{Path(data_dir).name}/{split}"] = scores
     return dev
+
+
+def dev_change(translator: Translator, data_dirs: list[Path], split: str, beam: int, off: dict,
+               apply: Callable[[Translation], Translation]) -> dict:
+    """BLEU and chrF of `split` of each data directory without and with `apply`, and how many
+    translations it changed."""
+    dev = dev_scores(translator, data_dirs, split, beam, off, {"with": apply})
+    return {name: {"sentences": d["sentences"], "changed": d["with"].pop("changed"), "without": d["without"],
+                   "with": d["with"]} for name, d in dev.items()}
 
 
 def fit_names(model_dir: Path, corpus: Path, data_dirs: list[Path], split: str = "dev", beam: int = 5,

@@ -11,7 +11,8 @@ Which forms: the bilingual dictionary's nouns and adjectives (read back from the
 transducer with `lt-print`, as dictionary.py does), each lemma's singular and plural (and an
 adjective's genders) from Apertium's own generator, kept when it is a lower-case single word,
 every analysis of it by Apertium's analyser is a noun or an adjective ("cuidadas" is also a
-participle, "research" a verb: left to the model), and the model does not know it. The
+participle, "research" a verb: left to the model), and `known` lacks it (the model's known-words list,
+less the words it saw rarely where bench/lexicon.py's fit says so). The
 translation is `apertium SRC-TGT` on the word alone, so its number is the dictionary's
 ("roedores" → "rodents"); verbs stay out, their translation alone carries a pronoun ("delimitan"
 → "They delimit") and a person the sentence may not have. Chosen on the dev sets

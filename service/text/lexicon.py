@@ -3,12 +3,13 @@
 A subword model translates a word it never saw piece by piece and often invents one: "los
 perdedores" comes out "its perdestors", "el estilista" "the stilist". A model directory may
 carry `lexicon.tsv.gz` (manifest `lexicon`), written by `attnmt fit-lexicon` from Apertium's
-bilingual dictionary: for each noun or adjective form the model does not know, its translation
-alone, and for each name the other language spells otherwise ("Camerún" → "Cameroon"), its
-translation. Each such word of a sentence, written as the lexicon writes it as a whole token, goes
-through the glossary's attention-guided replacement (glossary.py): the target words aligned to it
-become the lexicon's translation, capitalised where they start the sentence; a Spanish adjective in
-the form that agrees with the words before it (`agreement`). This is Luong et al. (2015)'s
+bilingual dictionary: for each noun or adjective form the model never learnt or saw rarely (the
+threshold is the fit's, bench/lexicon.py), its translation alone, and for each name the other
+language spells otherwise ("Camerún" → "Cameroon"), its translation. Each such word of a
+sentence, written as the lexicon writes it as a whole token, goes through the glossary's
+attention-guided replacement (glossary.py): the target words aligned to it become the lexicon's
+translation, capitalised where they start the sentence; a Spanish adjective in the form that
+agrees with the words before it (`agreement`). This is Luong et al. (2015)'s
 rare-word replacement with a dictionary, placed by the alignment every translation carries.
 
 Unlike a request's glossary, a word the model dropped is left dropped (`insert_dropped`): a

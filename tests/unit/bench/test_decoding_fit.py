@@ -36,6 +36,15 @@ def test_the_default_stays_when_nothing_beats_it():
     assert choose(tie, [1.0, 1.3])[0] == 1.0
 
 
+def test_a_baseline_outside_the_values_and_the_first_value_where_every_one_loses_too_much():
+    # fit-lexicon's thresholds against the model without a lexicon
+    dev = sets(news={"without": (20.0, 48.0), "5": (20.1, 48.2), "40": (20.5, 48.9)},
+               prose={"without": (50.0, 70.0), "5": (50.0, 70.0), "40": (49.8, 69.9)})
+    assert choose(dev, [5, 40], baseline="without")[0] == 40
+    worse = sets(news={"without": (20.0, 48.0), "5": (19.6, 48.2), "40": (19.5, 48.9)})
+    assert choose(worse, [5, 40], baseline="without")[0] == 5
+
+
 def test_the_first_word_rule_is_held_against_reading_every_line_as_sent():
     dev = sets(news={"never": (20.0, 49.0), "unmarked": (20.0, 49.1), "any": (19.6, 49.5)},
                labels={"never": (40.0, 60.0), "unmarked": (41.0, 61.0), "any": (41.0, 61.0)})

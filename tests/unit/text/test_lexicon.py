@@ -11,7 +11,7 @@ import shutil
 import numpy as np
 import pytest
 
-from attnmt.bench.lexicon import fit_lexicon
+from attnmt.bench.lexicon import fit_lexicon, rare_known
 from attnmt.bench.names import fit_names
 from attnmt.model.data import lexicon as built
 from attnmt.service.inference.engine import Engine
@@ -121,6 +121,17 @@ def test_spanish_adjectives_get_their_four_forms_from_the_generator():
     assert forms == {"obese": ("obeso", "obesa", "obesos", "obesas"), "happy": ("feliz", "feliz", "felices", "felices")}
 
 
+def test_rare_words_leave_the_known_list_and_names_stay(tmp_path):
+    corpus = tmp_path / "train.es"
+    corpus.write_text("la casa es roja .\n" * 5 + "Madrid la casa .\n" * 20, encoding="utf-8")
+    known = frozenset({"la", "casa", "es", "roja", "Madrid"})
+    assert rare_known(known, corpus, [5, 10, 30]) == {
+        5: known,
+        10: frozenset({"la", "casa", "Madrid"}),      # "roja" and "es" seen 5 times: rare below 10
+        30: frozenset({"Madrid"}),                    # a name is the known-words list's to judge
+    }
+
+
 @pytest.mark.skipif(shutil.which("apertium") is None or shutil.which("lt-proc") is None,
                     reason="Apertium is not installed")
 @pytest.mark.skipif(not (BUNDLED_TRANSFORMER / "manifest.json").exists(), reason="no bundled model")
@@ -135,10 +146,16 @@ def test_fit_names_then_fit_lexicon_write_their_files_and_dev_change(tmp_path):
     corpus.write_text("la casa es roja .\n" * 5, encoding="utf-8")
     names = fit_names(model, corpus, [data])
     assert names["words"] == 4 and names["dev"]["news/dev"]["sentences"] == 2
-    spec = fit_lexicon(model, [data], tmp_path / "cache")
-    # with 4 known words, nearly every noun and adjective form of the dictionary is in the lexicon
-    assert spec["entries"] > 30_000 and spec["source"]["pair"] == "spa-eng"
+    spec = fit_lexicon(model, [data], tmp_path / "cache", corpus=corpus, rare_below=[1, 10])
+    # with 4 known words, nearly every noun and adjective form of the dictionary is in the lexicon; below
+    # 10, "casa" (seen 5 times) and "roja" too
+    entries = spec["candidate_entries"]
+    assert entries["1"] > 30_000 and entries["10"] > entries["1"] and spec["source"]["pair"] == "spa-eng"
+    assert spec["rare_below"] in (1, 10) and spec["entries"] == entries[str(spec["rare_below"])]
+    assert set(spec["mean_chrf"]) == {"1", "10"} and "0.3 BLEU" in spec["rule"]
+    assert spec["corpus"]["file"] == "train.es" and len(spec["corpus"]["sha256"]) == 64
     assert spec["dev"]["news/dev"]["changed"] >= 1, spec["dev"]
+    assert spec["candidates"]["10"]["news/dev"]["changed"] >= spec["candidates"]["1"]["news/dev"]["changed"]
     manifest = json.loads((model / "manifest.json").read_text())
     assert manifest["lexicon"]["file"] == "lexicon.tsv.gz" and "lexicon.tsv.gz" in manifest["files"]
     translator = Translator(Engine(model))
