@@ -12,7 +12,7 @@ Which words count as never learnt: with the training source (`--corpus`), each c
 `--rare-below` takes the forms seen fewer than that many times in it, and the fit keeps the
 decoding fits' rule (bench/decoding.py): the highest mean chrF over the dev sets among the
 candidates that lose no dev set more than 0.3 BLEU against the model alone. A word the model saw
-a few dozen times is often still translated wrong ("trousers" → "tropas"), and the dictionary's
+a few dozen times is often still translated wrong ("of luxury" → "de luxury"), and the dictionary's
 word reads better on news (newstest2012, English→Spanish, BLEU 19.26 alone, 19.38 with the words
 seen fewer than 5 times, 19.99 with those seen fewer than 80; docs/benchmarks.md). Without the
 corpus, the lexicon holds the words the known-words list lacks (bench/names.py).
