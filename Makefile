@@ -281,8 +281,8 @@ export: export-needs-a-run $(VENV)/.dev
 	$(BIN)/attnmt fit-quality --model $(RNNSEARCH_MODEL) --data $(DATA) $(SOFTWARE)
 	# names it never learnt kept as written: the known-words list of its training source, with the dev change
 	$(BIN)/attnmt fit-names --model $(RNNSEARCH_MODEL) --corpus $(MIXED)-copies/train.es --data $(QUALITY_DATA)
-	# nouns and adjectives it never learnt translated by Apertium's dictionary, with the dev change
-	$(BIN)/attnmt fit-lexicon --model $(RNNSEARCH_MODEL) --data $(QUALITY_DATA)
+	# nouns and adjectives it never learnt or saw rarely translated by Apertium's dictionary, with the dev change
+	$(BIN)/attnmt fit-lexicon --model $(RNNSEARCH_MODEL) --corpus $(MIXED)-copies/train.es --data $(QUALITY_DATA)
 	$(BIN)/attnmt fit-first-word --model $(RNNSEARCH_MODEL) --data $(QUALITY_DATA)
 
 # The Transformer from its averaged checkpoint: every layer, head and reading (as predicted, or
