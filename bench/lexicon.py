@@ -21,7 +21,6 @@ corpus, the lexicon holds the words the known-words list lacks (bench/names.py).
 from __future__ import annotations
 
 import datetime as dt
-from collections import Counter
 from pathlib import Path
 
 from attnmt.bench.decoding import MAX_BLEU_LOSS, choose
@@ -32,7 +31,7 @@ from attnmt.model.export.measured import write_names
 from attnmt.service.inference.engine import Engine
 from attnmt.service.modeldir.manifest import sha256_of
 from attnmt.service.text.lexicon import Lexicon, write_lexicon
-from attnmt.service.text.names import WORD
+from attnmt.service.text.names import count_words
 from attnmt.service.text.translator import Translator
 
 FILE = "lexicon.tsv.gz"
@@ -44,10 +43,8 @@ RULE = (f"the highest mean chrF over the dev sets among the thresholds that lose
 def rare_known(known: frozenset[str], corpus: Path, below: list[int]) -> dict[int, frozenset[str]]:
     """For each threshold, the known-words list less the small-letter words seen fewer than that many
     times in `corpus` (names, in capitals, are the list's)."""
-    counts: Counter[str] = Counter()
     with open(corpus, encoding="utf-8") as f:
-        for line in f:
-            counts.update(WORD.findall(line))
+        counts = count_words(f)
     return {k: frozenset(w for w in known if w != w.lower() or counts[w] >= k) for k in below}
 
 

@@ -86,12 +86,18 @@ class Names:
         return Glossary([Entry(w, w) for w in words], "names").apply(translation, record=False)
 
 
-def build_known(lines, capitalised_min: int, lowercase_min: int) -> list[str]:
-    """The known-words list of a training source: every word seen `capitalised_min` times or
-    more, and every lower-case word seen `lowercase_min` times or more; sorted."""
+def count_words(lines) -> Counter[str]:
+    """How often each word (WORD) occurs in `lines`, as written."""
     counts: Counter[str] = Counter()
     for line in lines:
         counts.update(WORD.findall(line))
+    return counts
+
+
+def build_known(lines, capitalised_min: int, lowercase_min: int) -> list[str]:
+    """The known-words list of a training source: every word seen `capitalised_min` times or
+    more, and every lower-case word seen `lowercase_min` times or more; sorted."""
+    counts = count_words(lines)
     return sorted(w for w, n in counts.items()
                   if n >= capitalised_min or (n >= lowercase_min and w == w.lower()))
 
