@@ -14,6 +14,7 @@ import pytest
 from attnmt.bench.lexicon import fit_lexicon, rare_known
 from attnmt.bench.names import fit_names
 from attnmt.model.data import lexicon as built
+from attnmt.service.cli import main
 from attnmt.service.inference.engine import Engine
 from attnmt.service.inference.search import SearchOptions
 from attnmt.service.server.settings import BUNDLED_TRANSFORMER
@@ -130,6 +131,13 @@ def test_rare_words_leave_the_known_list_and_names_stay(tmp_path):
         10: frozenset({"la", "casa", "Madrid"}),      # "roja" and "es" seen 5 times: rare below 10
         30: frozenset({"Madrid"}),                    # a name is the known-words list's to judge
     }
+
+
+def test_fit_lexicon_refuses_thresholds_without_a_corpus_or_below_one(tmp_path, capsys):
+    given = ["fit-lexicon", "--model", str(tmp_path), "--data", str(tmp_path)]
+    assert main([*given, "--rare-below", "10"]) == 2
+    assert main([*given, "--corpus", str(tmp_path / "train.es"), "--rare-below", "0", "10"]) == 2
+    assert "--rare-below needs --corpus" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(shutil.which("apertium") is None or shutil.which("lt-proc") is None,
