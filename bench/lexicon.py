@@ -30,11 +30,12 @@ from attnmt.model.data.lexicon import APERTIUM_CODE, build_lexicon
 from attnmt.model.export.measured import write_names
 from attnmt.service.inference.engine import Engine
 from attnmt.service.modeldir.manifest import sha256_of
-from attnmt.service.text.lexicon import Lexicon, write_lexicon
+from attnmt.service.text.lexicon import Lexicon, write_genders, write_lexicon
 from attnmt.service.text.names import count_words
 from attnmt.service.text.translator import Translator
 
 FILE = "lexicon.tsv.gz"
+GENDERS_FILE = "genders.tsv.gz"
 RARE_BELOW = (5, 10, 20, 40, 80, 160)
 RULE = (f"the highest mean chrF over the dev sets among the thresholds that lose no dev set more than "
         f"{MAX_BLEU_LOSS} BLEU against the model without a lexicon")
@@ -62,11 +63,20 @@ def fit_lexicon(model_dir: Path, data_dirs: list[Path], cache: Path, split: str 
         raise SystemExit(f"{model_dir}: Apertium's dictionary here is Spanish–English; the model is {src}→{tgt}")
     below = sorted(set(rare_below or RARE_BELOW)) if corpus is not None else [None]
     knowns = rare_known(translator.names.known, corpus, below) if corpus is not None else {None: translator.names.known}
-    built = {k: build_lexicon(src, tgt, known, cache) for k, known in knowns.items()}
+    # a Spanish target's nouns, for their determiners: the words of the training target beside the
+    # source (train.en → train.es)
+    target = Path(corpus).with_suffix(f".{tgt}") if corpus is not None and tgt == "es" else None
+    if target is not None and target.is_file():
+        with open(target, encoding="utf-8") as f:
+            target_words = frozenset(w for w in count_words(f) if w == w.lower())
+    else:
+        target, target_words = None, frozenset()
+    built = {k: build_lexicon(src, tgt, known, cache, target_words) for k, known in knowns.items()}
     dev = dev_scores(translator, data_dirs, split, beam, {"use_lexicon": False},
-                     {str(k): Lexicon(entries, forms).apply for k, (entries, forms, _) in built.items()})
+                     {str(k): Lexicon(entries, forms, {w: (g, bool(o)) for w, (g, o) in genders.items()}).apply
+                      for k, (entries, forms, genders, _) in built.items()})
     chosen, mean_chrf = (None, None) if corpus is None else choose(dev, below, baseline="without")
-    entries, forms, counts = built[chosen]
+    entries, forms, genders, counts = built[chosen]
     spec = {"file": FILE, "entries": len(entries), "pos": ["n", "adj", "np"],
             "source": {"package": "apertium-eng-spa", "version": _installed_version("apertium-eng-spa"),
                        "pair": f"{APERTIUM_CODE[src]}-{APERTIUM_CODE[tgt]}", "licence": "GPL-2.0-only"},
@@ -80,7 +90,12 @@ def fit_lexicon(model_dir: Path, data_dirs: list[Path], cache: Path, split: str 
                      "rule": RULE, "mean_chrf": {str(k): v for k, v in mean_chrf.items()},
                      "candidates": {str(k): {name: d[str(k)] for name, d in dev.items()} for k in below},
                      "candidate_entries": {str(k): len(built[k][0]) for k in below}})
+    if genders:
+        spec["genders"] = {"file": GENDERS_FILE, "entries": len(genders), "pos": ["n"],
+                           "corpus": {"file": target.name, "sha256": sha256_of(target)} if target else None}
     if write:
         write_lexicon(Path(model_dir) / FILE, entries, forms)
-        write_names(model_dir, spec, section="lexicon")
+        if genders:
+            write_genders(Path(model_dir) / GENDERS_FILE, genders)
+        write_names(model_dir, spec, section="lexicon", also=[GENDERS_FILE] if genders else [])
     return spec

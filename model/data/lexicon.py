@@ -141,10 +141,32 @@ def agreeing_forms(translations: dict[str, str], analyses: dict[str, str]) -> di
     return result
 
 
-def build_lexicon(src: str, tgt: str, known: frozenset[str],
-                  cache: Path) -> tuple[dict[str, str], dict[str, tuple[str, ...]], dict]:
+def spanish_nouns(words: list[str]) -> dict[str, tuple[str, str]]:
+    """{Spanish word: (its gender "m" or "f", the tags of its readings other than a noun's or an
+    adjective's, "" if none)} for the words Spanish's analyser reads as a noun of one gender, and
+    as nothing of the other ("bomba" f, "lujo" m, "cuervo" m, noun and adjective, "conquista" f and
+    conquistar<vblex>): the determiner before them is written in that gender (determiners.py). Left
+    out: a noun of both genders ("artista") or none, one that is also an adjective of the other
+    gender or both ("general"), and a name."""
+    result = {}
+    for word, reading in zip(words, analyse(words, APERTIUM / "spa-eng.automorf.bin")):
+        tags = [_TAGS.findall(a) for a in reading.strip("^$").split("/")[1:]]   # bomba<n><f><sg> → n f sg
+        if not tags or not all(tags):                                             # unknown (*bomba)
+            continue
+        # an adjective of the same gender is no doubt ("cuervo"); of both or the other, it is ("general")
+        genders = {t[1] for t in tags if t[0] in ("n", "adj") and len(t) > 1}
+        others = sorted({t[0] for t in tags if t[0] not in ("n", "adj")})   # a verb's form: "la" may be its pronoun
+        if any(t[0] == "n" for t in tags) and len(genders) == 1 and genders <= {"m", "f"} and "np" not in others:
+            result[word] = (genders.pop(), " ".join(others))
+    return result
+
+
+def build_lexicon(src: str, tgt: str, known: frozenset[str], cache: Path, target_words: frozenset[str] = frozenset()
+                  ) -> tuple[dict[str, str], dict[str, tuple[str, ...]], dict[str, tuple[str, str]], dict]:
     """{source form: translation} for the forms the model does not know, Spanish adjectives' forms
-    (agreeing_forms), and what was counted."""
+    (agreeing_forms), for a Spanish target the genders of the nouns among `target_words` (the
+    words of the model's training target) and the lexicon's translations (spanish_nouns), and what
+    was counted."""
     require("lt-proc", "lttoolbox")
     require("apertium", "apertium")
     a, b = APERTIUM_CODE[src], APERTIUM_CODE[tgt]
@@ -163,10 +185,14 @@ def build_lexicon(src: str, tgt: str, known: frozenset[str],
     candidates = [f for f, r in zip(unknown, analyses) if only(r)]
     translations = translate_alone(candidates, src, tgt)
     lexicon = {f: t for f, t in zip(candidates, translations) if t}
-    agreeing = agreeing_forms(lexicon, dict(zip(unknown, analyses))) if (src, tgt) == ("en", "es") else {}
+    spanish = (src, tgt) == ("en", "es")
+    agreeing = agreeing_forms(lexicon, dict(zip(unknown, analyses))) if spanish else {}
+    nouns = sorted(target_words | {t for t in lexicon.values() if WORD.fullmatch(t)}) if spanish else []
+    genders = spanish_nouns(nouns) if nouns else {}
     names = exonyms(paths, known)
     counts = {"units": len(units), "forms": len(forms), "unknown": len(unknown),
               "nouns_and_adjectives_only": len(candidates), "adjectives_agreeing": len(agreeing),
+              "spanish_nouns": len(genders),
               "names": len(names), "entries": len(lexicon) + len(names)}
     lexicon.update(names)
-    return lexicon, agreeing, counts
+    return lexicon, agreeing, genders, counts

@@ -51,10 +51,10 @@ def write_quality(model_dir: Path, spec: dict) -> None:
     write_manifest(model_dir, manifest)
 
 
-def write_names(model_dir: Path, spec: dict, section: str = "names") -> None:
-    """The known-words section (or the lexicon's), its file written beside the manifest, in place
-    of any before."""
+def write_names(model_dir: Path, spec: dict, section: str = "names", also: list[str] = ()) -> None:
+    """The known-words section (or the lexicon's), its file (and the files `also` named) written
+    beside the manifest, in place of any before."""
     manifest = _read(model_dir)
     manifest[section] = spec
-    manifest["files"].update(file_entries(Path(model_dir), [spec["file"]]))
+    manifest["files"].update(file_entries(Path(model_dir), [spec["file"], *also]))
     write_manifest(model_dir, manifest)

@@ -16,6 +16,10 @@ Unlike a request's glossary, a word the model dropped is left dropped (`insert_d
 lone word inserted where attention points read worse on the dev sets than the gap. A capitalised
 word is a name's ("Libia", not the adjective "libia"), and names.py keeps those as written unless
 the lexicon lists the name.
+
+For a Spanish target the lexicon may also carry a table of Spanish nouns and their genders
+(`genders.tsv.gz`, manifest `lexicon.genders`): the determiner right before such a noun, the
+lexicon's or the model's own, is written in its gender (determiners.py).
 """
 
 from __future__ import annotations
@@ -23,18 +27,12 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
+from attnmt.service.text import determiners
+from attnmt.service.text.determiners import DETERMINERS
 from attnmt.service.text.glossary import Entry, Glossary
 from attnmt.service.text.names import WORD, whole_words
 from attnmt.service.text.translator import Translation
 
-# A Spanish determiner before an adjective, and the form it asks for: 0 masculine singular, 1 feminine
-# singular, 2 masculine plural, 3 feminine plural (the order of a lexicon's forms).
-_DETERMINERS = {w: k for k, words in enumerate((
-    "el un del al este ese aquel otro mucho poco nuestro vuestro algún ningún todo dicho cuyo",
-    "la una esta esa aquella otra mucha poca nuestra vuestra alguna ninguna toda dicha cuya",
-    "los unos estos esos aquellos otros muchos pocos nuestros vuestros algunos todos dichos cuyos varios",
-    "las unas estas esas aquellas otras muchas pocas nuestras vuestras algunas todas dichas cuyas varias"))
-    for w in words.split()}
 # Endings of Spanish nouns that are mostly feminine ("la protección", "la ciudad")
 _FEMININE = ("a", "ión", "dad", "tad", "tud", "umbre")
 _FEMININE_PLURAL = ("as", "iones", "dades", "tades", "tudes", "umbres")
@@ -55,6 +53,21 @@ def read_lexicon(path: Path) -> tuple[dict[str, str], dict[str, tuple[str, ...]]
     return entries, forms
 
 
+def read_genders(path: Path) -> dict[str, tuple[str, bool]]:
+    """`noun<TAB>gender[<TAB>other readings]` lines of a gzipped TSV: {Spanish noun: (m or f, whether
+    it is also another word, a verb's form)} (determiners.py)."""
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return {fields[0]: (fields[1], len(fields) > 2) for fields in (line.rstrip("\n").split("\t") for line in f)
+                if len(fields) >= 2 and fields[1] in ("m", "f")}
+
+
+def write_genders(path: Path, genders: dict[str, tuple[str, str]]) -> None:
+    """{noun: (gender, its other readings' tags, "" if none)}, reproducibly (write_lexicon)."""
+    with open(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as f:
+        f.write("".join(f"{w}\t{g}" + (f"\t{other}" if other else "") + "\n"
+                        for w, (g, other) in sorted(genders.items())).encode("utf-8"))
+
+
 def write_lexicon(path: Path, entries: dict[str, str], forms: dict[str, tuple[str, ...]] | None = None) -> None:
     forms = forms or {}
     # mtime 0: the same entries give the same bytes, so the manifest's checksum is reproducible
@@ -64,14 +77,14 @@ def write_lexicon(path: Path, entries: dict[str, str], forms: dict[str, tuple[st
 
 
 def agreement(before: list[str]) -> int:
-    """Which form a Spanish adjective takes after the words `before` it (0–3, as _DETERMINERS):
+    """Which form a Spanish adjective takes after the words `before` it (0–3, as DETERMINERS):
     the nearest determiner's among the last three words ("los niños [obesos]", "la protección
     [desinteresada]"), else the previous word's ending ("-as", "-iones", a plural's "-s", "-a",
     "-ión"), else masculine singular. A rule, not a parser: Spanish has no tagger the service could carry."""
     last = [w.lower().strip(".,;:!?\"'«»()") for w in before[-3:]]
     for word in reversed(last):
-        if word in _DETERMINERS:
-            return _DETERMINERS[word]
+        if word in DETERMINERS:
+            return DETERMINERS[word]
     word = last[-1] if last else ""
     if word.endswith(_FEMININE_PLURAL):
         return 3
@@ -81,13 +94,19 @@ def agreement(before: list[str]) -> int:
 
 
 class Lexicon:
-    def __init__(self, entries: dict[str, str], forms: dict[str, tuple[str, ...]] | None = None):
+    def __init__(self, entries: dict[str, str], forms: dict[str, tuple[str, ...]] | None = None,
+                 genders: dict[str, tuple[str, bool]] | None = None):
+        """genders: Spanish nouns, for the determiners before them (determiners.py)."""
         self.entries = entries
         self.forms = forms or {}
+        self.genders = genders or {}
 
     @classmethod
     def from_manifest(cls, model_dir: Path, spec: dict | None) -> "Lexicon | None":
-        return cls(*read_lexicon(Path(model_dir) / spec["file"])) if spec else None
+        if not spec:
+            return None
+        genders = read_genders(Path(model_dir) / spec["genders"]["file"]) if spec.get("genders") else None
+        return cls(*read_lexicon(Path(model_dir) / spec["file"]), genders)
 
     def find(self, text: str) -> list[str]:
         """The lexicon's words in `text`, each once, in order: whole whitespace-separated tokens
@@ -97,14 +116,16 @@ class Lexicon:
         return whole_words(text, lambda _, m: m.group() in self.entries)
 
     def apply(self, translation: Translation) -> Translation:
-        """`translation` with each such word's translation written where the model aligned it;
-        quality stays the model's."""
-        words = self.find(translation.source)
-        if not words or not translation.hypotheses:
+        """`translation` with each such word's translation written where the model aligned it, and
+        the determiners before Spanish nouns agreeing with them; quality stays the model's."""
+        if not translation.hypotheses:
             return translation
-        glossary = Glossary([Entry(w, self.entries[w]) for w in words], "lexicon", exact_case=True,
-                            insert_dropped=False, inflect=self._inflect if self.forms else None)
-        return glossary.apply(translation, record=False)
+        words = self.find(translation.source)
+        if words:
+            glossary = Glossary([Entry(w, self.entries[w]) for w in words], "lexicon", exact_case=True,
+                                insert_dropped=False, inflect=self._inflect if self.forms else None)
+            translation = glossary.apply(translation, record=False)
+        return determiners.agree(translation, self.genders) if self.genders else translation
 
     def _inflect(self, entry: Entry, target: str, before: list[str]) -> str:
         """An adjective's form agreeing with the words before it, in `target`'s case."""

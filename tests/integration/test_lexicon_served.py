@@ -95,3 +95,18 @@ def test_a_word_typed_alone_and_an_article_before_a_glossary_term_over_http(bund
     (best,) = native.json()["translations"][0]["hypotheses"]
     assert best["text"] == "They signed an agreement.", best["text"]
     assert best["targetWords"][2:4] == ["an", "agreement."], best["targetWords"]
+
+
+def test_an_english_to_spanish_determiner_agrees_with_its_noun(stub):
+    # The lexicon writes its noun where the model chose the determiner for its own word ("La
+    # multitud" for "the crow", "El concurso" for "the conquest"), and the model writes a noun it
+    # rarely saw with the other gender's ("Un bomba")
+    for sentence, agreeing, disagreeing in (("The crow flew away.", "El cuervo", "La multitud"),
+                                            ("The conquest of the Philippines was long.", "La conquista",
+                                             "El concurso"),
+                                            ("One bomb exploded outside the office.", "Una bomba", "Un bomba")):
+        translated = stub.Translate(pb.TranslateRequest(sentences=[sentence], model="transformer-en-es"))
+        plain = stub.Translate(pb.TranslateRequest(sentences=[sentence], model="transformer-en-es",
+                                                   options=pb.DecodingOptions(use_lexicon=False)))
+        assert translated.translations[0].text.startswith(agreeing), translated.translations[0].text
+        assert plain.translations[0].text.startswith(disagreeing), plain.translations[0].text

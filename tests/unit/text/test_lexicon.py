@@ -18,7 +18,7 @@ from attnmt.service.cli import main
 from attnmt.service.inference.engine import Engine
 from attnmt.service.inference.search import SearchOptions
 from attnmt.service.server.settings import BUNDLED_TRANSFORMER
-from attnmt.service.text.lexicon import Lexicon, agreement, read_lexicon, write_lexicon
+from attnmt.service.text.lexicon import Lexicon, agreement, read_genders, read_lexicon, write_genders, write_lexicon
 from attnmt.service.text.translator import Hypothesis, Translation, Translator
 
 
@@ -53,6 +53,24 @@ def test_the_file_reads_back_and_is_reproducible(tmp_path):
         f.write("obese\tobeso\tobeso obesa\nhappy\tfeliz\tfeliz feliz felices felices\n")
     assert read_lexicon(tmp_path / "d.tsv.gz") == ({"obese": "obeso", "happy": "feliz"},
                                                    {"happy": ("feliz", "feliz", "felices", "felices")})
+    write_genders(tmp_path / "g.tsv.gz", {"lujo": ("m", ""), "conquista": ("f", "vblex")})
+    assert read_genders(tmp_path / "g.tsv.gz") == {"lujo": ("m", False), "conquista": ("f", True)}
+
+
+def test_the_lexicon_s_noun_brings_its_determiner():
+    # el concurs o </s> (rows) x the conquest </s>
+    alpha = np.array([[0.8, 0.1, 0.1], [0.1, 0.8, 0.1], [0.1, 0.8, 0.1], [0.1, 0.1, 0.8]])
+    hyp = Hypothesis("el concurso", ["▁el", "▁concurs", "o", "</s>"], [-0.1] * 4, -0.4, -0.1, alpha,
+                     ["▁the", "▁conquest", "</s>"])
+    translation = Translation("the conquest", hyp.source_tokens, [hyp])
+    assert Lexicon({"conquest": "conquista"}).apply(translation).best.text == "el conquista"
+    done = Lexicon({"conquest": "conquista"}, genders={"conquista": ("f", True)}).apply(translation).best
+    assert done.text == "la conquista" and done.word_alignment[0].argmax() == 0
+    # and where the model wrote no word of the lexicon's, the determiners before other nouns
+    own = Hypothesis("un bomba", ["▁un", "▁bomba", "</s>"], [-0.1] * 3, -0.3, -0.1, alpha[[0, 1, 3]],
+                     ["▁a", "▁bomb", "</s>"])
+    assert Lexicon({"conquest": "conquista"}, genders={"bomba": ("f", True)}).apply(
+        Translation("a bomb", own.source_tokens, [own])).best.text == "una bomba"
 
 
 def test_a_spanish_adjective_agrees_with_the_determiner_or_the_word_before_it():
@@ -120,6 +138,14 @@ def test_spanish_adjectives_get_their_four_forms_from_the_generator():
                                  analyses)
     # "green" is a noun too, and "napkin" only one: translated as they are
     assert forms == {"obese": ("obeso", "obesa", "obesos", "obesas"), "happy": ("feliz", "feliz", "felices", "felices")}
+
+
+@pytest.mark.skipif(shutil.which("lt-proc") is None or not (built.APERTIUM / "spa-eng.automorf.bin").exists(),
+                    reason="Apertium's eng-spa is not installed")
+def test_spanish_nouns_get_their_gender_from_the_analyser():
+    nouns = built.spanish_nouns(["lujo", "conquistas", "cuervo", "artista", "general", "correr", "xyzzy"])
+    # "artista" is of both genders, "general" an adjective of both too, "correr" a verb, "xyzzy" unknown
+    assert nouns == {"lujo": ("m", ""), "conquistas": ("f", "vblex"), "cuervo": ("m", "")}
 
 
 def test_rare_words_leave_the_known_list_and_names_stay(tmp_path):
