@@ -26,7 +26,7 @@ from pathlib import Path
 from attnmt.bench.decoding import MAX_BLEU_LOSS, choose
 from attnmt.bench.names import dev_scores
 from attnmt.model.data.backtranslation import _installed_version
-from attnmt.model.data.lexicon import APERTIUM_CODE, build_lexicon
+from attnmt.model.data.lexicon import APERTIUM_CODE, build_lexicons
 from attnmt.model.export.measured import write_names
 from attnmt.service.inference.engine import Engine
 from attnmt.service.modeldir.manifest import sha256_of
@@ -71,7 +71,7 @@ def fit_lexicon(model_dir: Path, data_dirs: list[Path], cache: Path, split: str 
             target_words = frozenset(w for w in count_words(f) if w == w.lower())
     else:
         target, target_words = None, frozenset()
-    built = {k: build_lexicon(src, tgt, known, cache, target_words) for k, known in knowns.items()}
+    built = build_lexicons(src, tgt, knowns, cache, target_words)
     dev = dev_scores(translator, data_dirs, split, beam, {"use_lexicon": False},
                      {str(k): Lexicon(entries, forms, {w: (g, bool(o)) for w, (g, o) in genders.items()}).apply
                       for k, (entries, forms, genders, _) in built.items()})

@@ -161,12 +161,14 @@ def spanish_nouns(words: list[str]) -> dict[str, tuple[str, str]]:
     return result
 
 
-def build_lexicon(src: str, tgt: str, known: frozenset[str], cache: Path, target_words: frozenset[str] = frozenset()
-                  ) -> tuple[dict[str, str], dict[str, tuple[str, ...]], dict[str, tuple[str, str]], dict]:
-    """{source form: translation} for the forms the model does not know, Spanish adjectives' forms
-    (agreeing_forms), for a Spanish target the genders of the nouns among `target_words` (the
-    words of the model's training target) and the lexicon's translations (spanish_nouns), and what
-    was counted."""
+def build_lexicons(src: str, tgt: str, knowns: dict, cache: Path, target_words: frozenset[str] = frozenset()
+                   ) -> dict:
+    """For each of `knowns` (a key: a known-words list), {source form: translation} for the forms
+    the model does not know, Spanish adjectives' forms (agreeing_forms), for a Spanish target the
+    genders of the nouns among `target_words` (the words of the model's training target) and the
+    lexicon's translations (spanish_nouns), and what was counted. Apertium reads each word once,
+    for the list that knows fewest: each word's entries depend on it alone, so every other
+    lexicon is part of that one."""
     require("lt-proc", "lttoolbox")
     require("apertium", "apertium")
     a, b = APERTIUM_CODE[src], APERTIUM_CODE[tgt]
@@ -180,19 +182,28 @@ def build_lexicon(src: str, tgt: str, known: frozenset[str], cache: Path, target
     units = source_units(paths, src)
     # the source language's generator is the other direction's
     forms = sorted({f for f in generate(units, APERTIUM / f"{b}-{a}.autogen.bin") if WORD.fullmatch(f)})
-    unknown = [f for f in forms if f not in known]
-    analyses = analyse(unknown, APERTIUM / f"{a}-{b}.automorf.bin")
-    candidates = [f for f, r in zip(unknown, analyses) if only(r)]
-    translations = translate_alone(candidates, src, tgt)
-    lexicon = {f: t for f, t in zip(candidates, translations) if t}
+    # every form some list lacks, read once
+    unknown = [f for f in forms if any(f not in known for known in knowns.values())]
+    analyses = dict(zip(unknown, analyse(unknown, APERTIUM / f"{a}-{b}.automorf.bin")))
+    candidates = [f for f in unknown if only(analyses[f])]
+    translations = dict(zip(candidates, translate_alone(candidates, src, tgt)))
     spanish = (src, tgt) == ("en", "es")
-    agreeing = agreeing_forms(lexicon, dict(zip(unknown, analyses))) if spanish else {}
-    nouns = sorted(target_words | {t for t in lexicon.values() if WORD.fullmatch(t)}) if spanish else []
+    every = {f: t for f, t in translations.items() if t}
+    agreeing = agreeing_forms(every, analyses) if spanish else {}
+    nouns = sorted(target_words | {t for t in every.values() if WORD.fullmatch(t)}) if spanish else []
     genders = spanish_nouns(nouns) if nouns else {}
-    names = exonyms(paths, known)
-    counts = {"units": len(units), "forms": len(forms), "unknown": len(unknown),
-              "nouns_and_adjectives_only": len(candidates), "adjectives_agreeing": len(agreeing),
-              "spanish_nouns": len(genders),
-              "names": len(names), "entries": len(lexicon) + len(names)}
-    lexicon.update(names)
-    return lexicon, agreeing, genders, counts
+    built = {}
+    for key, known in knowns.items():
+        lacking = [f for f in unknown if f not in known]
+        lexicon = {f: translations[f] for f in lacking if translations.get(f)}
+        lexicon_agreeing = {w: f for w, f in agreeing.items() if w in lexicon}
+        targets = target_words | set(lexicon.values())
+        lexicon_genders = {w: g for w, g in genders.items() if w in targets}
+        names = exonyms(paths, known)
+        counts = {"units": len(units), "forms": len(forms), "unknown": len(lacking),
+                  "nouns_and_adjectives_only": sum(f in translations for f in lacking),
+                  "adjectives_agreeing": len(lexicon_agreeing), "spanish_nouns": len(lexicon_genders),
+                  "names": len(names), "entries": len(lexicon) + len(names)}
+        lexicon.update(names)
+        built[key] = (lexicon, lexicon_agreeing, lexicon_genders, counts)
+    return built
