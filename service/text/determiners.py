@@ -107,9 +107,9 @@ def _agree(hyp: Hypothesis, genders: dict[str, tuple[str, bool]]) -> Hypothesis:
         if k < 0 or len(groups[k]) != 1:
             return None
         i = groups[k][0]
-        piece = pieces[i]
-        return piece[len(WORD_BOUNDARY):] if piece.startswith(WORD_BOUNDARY) and i not in hyp.placeholder_targets \
-            else None
+        if not pieces[i].startswith(WORD_BOUNDARY) or i in hyp.placeholder_targets:
+            return None
+        return pieces[i][len(WORD_BOUNDARY):]
 
     edits: dict[int, tuple[int, list[str]]] = {}                   # first word replaced -> (words, new words)
     for k in range(1, len(groups)):
