@@ -63,15 +63,15 @@ def fit_lexicon(model_dir: Path, data_dirs: list[Path], cache: Path, split: str 
         raise SystemExit(f"{model_dir}: Apertium's dictionary here is Spanish–English; the model is {src}→{tgt}")
     below = sorted(set(rare_below or RARE_BELOW)) if corpus is not None else [None]
     knowns = rare_known(translator.names.known, corpus, below) if corpus is not None else {None: translator.names.known}
-    # a Spanish target's nouns, for their determiners: the words of the training target beside the
-    # source (train.en → train.es)
-    target = Path(corpus).with_suffix(f".{tgt}") if corpus is not None and tgt == "es" else None
+    # the words of the training target beside the source (train.en → train.es): a Spanish target's
+    # nouns, for their determiners, and the acronyms' translations it writes
+    target = Path(corpus).with_suffix(f".{tgt}") if corpus is not None else None
     if target is not None and target.is_file():
         with open(target, encoding="utf-8") as f:
-            target_words = frozenset(w for w in count_words(f) if w == w.lower())
+            target_counts = count_words(f)
     else:
-        target, target_words = None, frozenset()
-    built = build_lexicons(src, tgt, knowns, cache, target_words)
+        target, target_counts = None, None
+    built = build_lexicons(src, tgt, knowns, cache, target_counts)
     dev = dev_scores(translator, data_dirs, split, beam, {"use_lexicon": False},
                      {str(k): Lexicon(entries, forms, {w: (g, bool(o)) for w, (g, o) in genders.items()}).apply
                       for k, (entries, forms, genders, _) in built.items()})

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 from attnmt.model.data.dictionary import APERTIUM, att_sections, generate, section_paths
@@ -39,6 +40,11 @@ WORD = re.compile(r"[a-zñáéíóúü]+")
 # "Latin America")
 NAME = re.compile(r"[A-ZÁÉÍÓÚÑ][a-zñáéíóúü]+")
 NAME_TRANSLATION = re.compile(r"[A-Za-zÀ-ÿ]+(?:[ '-][A-Za-zÀ-ÿ]+)*")
+# An acronym as the bilingual dictionary writes it ("OTAN", "EEUU"), and its translation ("NATO",
+# "EE.UU.", "Reino Unido", "sida")
+ACRONYM = re.compile(r"[A-ZÁÉÍÓÚÑ]{2,}")
+ACRONYM_TRANSLATION = re.compile(r"[A-Za-zÀ-ÿ]+(?:(?:[ '-]|\.)[A-Za-zÀ-ÿ]+)*\.?")
+ACRONYM_MIN_COUNT = 5
 _TAGS = re.compile(r"<([^>]+)>")
 # The tags the source side's generator takes for each form of a lemma (its left-side tags kept).
 FORMS = {
@@ -103,6 +109,36 @@ def translate_alone(words: list[str], src: str, tgt: str) -> list[str]:
     return result
 
 
+def acronyms(paths: list[tuple[str, str]], target_counts: Mapping[str, int], min_count: int = ACRONYM_MIN_COUNT
+             ) -> dict[str, tuple[str, str]]:
+    """{acronym: (translation, its gender where the dictionary gives one)} for the bilingual
+    dictionary's acronyms the other language writes otherwise ("ONU" → "UN", "NATO" → "OTAN" f),
+    where the model's training target writes each word of the translation `min_count` times or
+    more (`target_counts`). A model copies an acronym it did not learn to translate, known or not
+    ("La ONU y la OTAN" → "The U.S. and the OTAN"), so the known-words list does not gate them; the
+    training target leaves out the dictionary's senses its domains do not use ("ICU", the Unicode
+    library in help prose, is no "UVI") and its errors ("PNB" → "PNV")."""
+    found: dict[str, set[tuple[str, str]]] = {}
+    for left, right in paths:
+        name, _, tags = left.partition("<")
+        if ACRONYM.fullmatch(name) and tags.startswith(("n><acr>", "np>")):
+            translation, _, right_tags = right.partition("<")
+            gender = next((g for g in ("m", "f") if f"<{g}>" in "<" + right_tags), "")
+            found.setdefault(name, set()).add((translation, gender))
+    result = {}
+    for name, readings in found.items():
+        translations = {t for t, _ in readings}
+        genders = {g for _, g in readings if g}
+        if len(translations) != 1:
+            continue
+        translation = translations.pop()
+        if translation == name or not ACRONYM_TRANSLATION.fullmatch(translation) or any(
+                target_counts.get(w, 0) < min_count for w in re.findall(r"\w+", translation)):
+            continue
+        result[name] = (translation, genders.pop() if len(genders) == 1 else "")
+    return result
+
+
 def exonyms(paths: list[tuple[str, str]], known: frozenset[str]) -> dict[str, str]:
     """{name: translation} for the bilingual dictionary's one-word proper nouns (np) that the
     target language spells otherwise ("Camerún" → "Cameroon", "Latvia" → "Letonia") and the
@@ -161,12 +197,14 @@ def spanish_nouns(words: list[str]) -> dict[str, tuple[str, str]]:
     return result
 
 
-def build_lexicons(src: str, tgt: str, knowns: dict, cache: Path, target_words: frozenset[str] = frozenset()
+def build_lexicons(src: str, tgt: str, knowns: dict, cache: Path, target_counts: Mapping[str, int] | None = None
                    ) -> dict:
     """For each of `knowns` (a key: a known-words list), {source form: translation} for the forms
     the model does not know, Spanish adjectives' forms (agreeing_forms), for a Spanish target the
-    genders of the nouns among `target_words` (the words of the model's training target) and the
-    lexicon's translations (spanish_nouns), and what was counted. Apertium reads each word once,
+    genders of the nouns among the small-letter words of `target_counts` (the words of the model's
+    training target, as counted) and the lexicon's translations (spanish_nouns), and what was
+    counted. Names and acronyms the other language writes otherwise are entries too (exonyms,
+    acronyms; an acronym only with `target_counts`). Apertium reads each word once,
     for the list that knows fewest: each word's entries depend on it alone, so every other
     lexicon is part of that one."""
     require("lt-proc", "lttoolbox")
@@ -188,22 +226,28 @@ def build_lexicons(src: str, tgt: str, knowns: dict, cache: Path, target_words: 
     candidates = [f for f in unknown if only(analyses[f])]
     translations = dict(zip(candidates, translate_alone(candidates, src, tgt)))
     spanish = (src, tgt) == ("en", "es")
+    target_counts = target_counts or {}
+    target_words = frozenset(w for w in target_counts if w == w.lower())
     every = {f: t for f, t in translations.items() if t}
     agreeing = agreeing_forms(every, analyses) if spanish else {}
     nouns = sorted(target_words | {t for t in every.values() if WORD.fullmatch(t)}) if spanish else []
     genders = spanish_nouns(nouns) if nouns else {}
+    abbreviations = acronyms(paths, target_counts) if target_counts else {}
+    if spanish:                                    # "la OTAN", "el ADN": the dictionary's gender
+        genders.update({t.lower(): (g, "") for t, g in abbreviations.values() if g and t.isalpha()})
     built = {}
     for key, known in knowns.items():
         lacking = [f for f in unknown if f not in known]
         lexicon = {f: translations[f] for f in lacking if translations.get(f)}
         lexicon_agreeing = {w: f for w, f in agreeing.items() if w in lexicon}
-        targets = target_words | set(lexicon.values())
+        targets = target_words | set(lexicon.values()) | {t.lower() for t, _ in abbreviations.values()}
         lexicon_genders = {w: g for w, g in genders.items() if w in targets}
-        names = exonyms(paths, known)
+        names = exonyms(paths, known) | {a: t for a, (t, _) in abbreviations.items()}
         counts = {"units": len(units), "forms": len(forms), "unknown": len(lacking),
                   "nouns_and_adjectives_only": sum(f in translations for f in lacking),
                   "adjectives_agreeing": len(lexicon_agreeing), "spanish_nouns": len(lexicon_genders),
-                  "names": len(names), "entries": len(lexicon) + len(names)}
+                  "names": len(names) - len(abbreviations), "acronyms": len(abbreviations),
+                  "entries": len(lexicon) + len(names)}
         lexicon.update(names)
         built[key] = (lexicon, lexicon_agreeing, lexicon_genders, counts)
     return built

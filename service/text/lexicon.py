@@ -25,6 +25,7 @@ lexicon's or the model's own, is written in its gender (determiners.py).
 from __future__ import annotations
 
 import gzip
+import re
 from pathlib import Path
 
 from attnmt.service.text import determiners
@@ -76,6 +77,14 @@ def write_lexicon(path: Path, entries: dict[str, str], forms: dict[str, tuple[st
                         for s, t in sorted(entries.items())).encode("utf-8"))
 
 
+def _written(acronym: str, text: str) -> bool:
+    """Whether `text` has `acronym`'s letters as a word of their own, with or without points: the
+    model wrote "U.N." for "ONU", which "UN" written over its letters would leave "UN."."""
+    letters = [c for c in acronym if c.isalpha()]
+    pattern = r"(?<!\w)" + r"\.?".join(map(re.escape, letters)) + r"\.?(?!\w)"
+    return bool(letters) and re.search(pattern, text) is not None
+
+
 def agreement(before: list[str]) -> int:
     """Which form a Spanish adjective takes after the words `before` it (0–3, as DETERMINERS):
     the nearest determiner's among the last three words ("los niños [obesos]", "la protección
@@ -115,12 +124,15 @@ class Lexicon:
             return []
         return whole_words(text, lambda _, m: m.group() in self.entries)
 
-    def apply(self, translation: Translation) -> Translation:
+    def apply(self, translation: Translation, capitals: bool = False) -> Translation:
         """`translation` with each such word's translation written where the model aligned it, and
-        the determiners before Spanish nouns agreeing with them; quality stays the model's."""
+        the determiners before Spanish nouns agreeing with them; quality stays the model's.
+        capitals: the sentence was sent in capitals, where an acronym ("WHO", "US") cannot be told
+        from a word: the lexicon's acronyms are left out."""
         if not translation.hypotheses:
             return translation
-        words = self.find(translation.source)
+        words = [w for w in self.find(translation.source)
+                 if not (w.isupper() and (capitals or _written(self.entries[w], translation.best.text)))]
         if words:
             glossary = Glossary([Entry(w, self.entries[w]) for w in words], "lexicon", exact_case=True,
                                 insert_dropped=False, inflect=self._inflect if self.forms else None)

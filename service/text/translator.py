@@ -329,7 +329,7 @@ class Translator:
         if self.names is not None and keep_names is not False and search.forced is None:
             translation = self.names.apply(translation)
         if self.lexicon is not None and use_lexicon is not False and search.forced is None:
-            translation = self.lexicon.apply(translation)
+            translation = self.lexicon.apply(translation, capitals=search.capitals)
         if reading is not None:
             translation = replace(translation, source=text)
         if glossary is not None:

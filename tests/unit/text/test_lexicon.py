@@ -113,6 +113,39 @@ def test_names_the_other_language_spells_otherwise_and_the_model_does_not_know()
     assert built.exonyms(paths, frozenset({"Túnez"})) == {"Camerún": "Cameroon", "Hispanoamérica": "Latin America"}
 
 
+def test_acronyms_the_other_language_writes_otherwise_where_the_training_target_writes_them():
+    paths = [("OTAN<n><acr><f>", "NATO<n><acr>"), ("ONU<n><acr><f>", "UN<n><acr>"),
+             ("UVI<n><acr><f>", "ICU<n><acr>"), ("FMI<n><acr><m>", "FMI<n><acr>"), ("PNV<n><acr><m>", "PNB<n><acr>"),
+             ("EEUU<np><loc><m><pl>", "U.S.<np><loc>"), ("NATO<n><acr>", "OTAN<n><acr><f>"), ("Nato<n><m>", "nato<n>"),
+             ("OMS<n><acr><f>", "WHO<n><acr>"), ("OMS<n><acr><f>", "World Health Organization<np>")]
+    counts = {"NATO": 40, "UN": 9, "ICU": 2, "PNB": 0, "U": 30, "S": 30, "OTAN": 7, "WHO": 12}
+    # "ICU" and "PNB" the training target hardly writes; "FMI" the same in both; "OMS" two translations
+    assert built.acronyms(paths, counts) == {"OTAN": ("NATO", ""), "ONU": ("UN", ""), "EEUU": ("U.S.", ""),
+                                            "NATO": ("OTAN", "f")}
+
+
+def test_a_sentence_in_capitals_keeps_its_acronyms_as_words():
+    alpha = np.array([[0.8, 0.1, 0.1], [0.1, 0.8, 0.1], [0.1, 0.1, 0.8]])
+    hyp = Hypothesis("NATO dice", ["▁NATO", "▁dice", "</s>"], [-0.1] * 3, -0.3, -0.1, alpha, ["▁NATO", "▁says", "</s>"])
+    lexicon = Lexicon({"NATO": "OTAN"})
+    assert lexicon.apply(Translation("NATO says", hyp.source_tokens, [hyp])).best.text == "OTAN dice"
+    assert lexicon.apply(Translation("NATO SAYS", hyp.source_tokens, [hyp]), capitals=True).best is hyp
+
+
+def test_an_acronym_the_model_wrote_with_points_is_left_as_written():
+    # la ONU dice </s> -> the U.N. says </s>: "UN" over "U.N" would leave "the UN. says"
+    alpha = np.array([[0.8, 0.1, 0.05, 0.05], [0.1, 0.8, 0.05, 0.05], [0.1, 0.8, 0.05, 0.05],
+                      [0.1, 0.8, 0.05, 0.05], [0.1, 0.8, 0.05, 0.05], [0.1, 0.1, 0.7, 0.1], [0.1, 0.1, 0.1, 0.7]])
+    hyp = Hypothesis("the U.N. says", ["▁the", "▁U", ".", "N", ".", "▁says", "</s>"], [-0.1] * 7, -0.7, -0.1, alpha,
+                     ["▁la", "▁ONU", "▁dice", "</s>"])
+    assert Lexicon({"ONU": "UN"}).apply(Translation("la ONU dice", hyp.source_tokens, [hyp])).best.text == (
+        "the U.N. says")
+    copied = Hypothesis("the ONU says", ["▁the", "▁ONU", "▁says", "</s>"], [-0.1] * 4, -0.4, -0.1, alpha[[0, 1, 5, 6]],
+                        ["▁la", "▁ONU", "▁dice", "</s>"])
+    assert Lexicon({"ONU": "UN"}).apply(Translation("la ONU dice", copied.source_tokens, [copied])).best.text == (
+        "the UN says")
+
+
 def test_a_form_with_any_other_analysis_is_left_to_the_model():
     assert built.only("^roedores/roedor<n><m><pl>$")
     assert built.only("^felinos/felino<adj><m><pl>/felino<n><m><pl>$")
