@@ -73,8 +73,7 @@ def fit_lexicon(model_dir: Path, data_dirs: list[Path], cache: Path, split: str 
         target, target_counts = None, None
     built = build_lexicons(src, tgt, knowns, cache, target_counts)
     dev = dev_scores(translator, data_dirs, split, beam, {"use_lexicon": False},
-                     {str(k): Lexicon(entries, forms, {w: (g, bool(o)) for w, (g, o) in genders.items()}).apply
-                      for k, (entries, forms, genders, _) in built.items()})
+                     {str(k): Lexicon(*lexicon).apply for k, (*lexicon, _) in built.items()})
     chosen, mean_chrf = (None, None) if corpus is None else choose(dev, below, baseline="without")
     entries, forms, genders, counts = built[chosen]
     spec = {"file": FILE, "entries": len(entries), "pos": ["n", "adj", "np"],

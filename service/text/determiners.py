@@ -74,14 +74,14 @@ def determiner(gender: str, noun: str, before: list[str]) -> tuple[int, list[str
     return 1, [other.capitalize() if last[:1].isupper() else other]
 
 
-def agree(translation: Translation, genders: dict[str, tuple[str, bool]]) -> Translation:
+def agree(translation: Translation, genders: dict[str, tuple[str, str]]) -> Translation:
     """`translation` with every hypothesis' determiners agreeing with the nouns after them.
-    genders: {Spanish noun in small letters: (its gender "m" or "f", whether it is also a verb or
-    another word a clitic may come before)}."""
+    genders: {Spanish noun in small letters: (its gender "m" or "f", the tags of its other readings,
+    a verb's form that a clitic may come before; "" if none)}."""
     return replace(translation, hypotheses=[_agree(h, genders) for h in translation.hypotheses])
 
 
-def _disagree(text: str, genders: dict[str, tuple[str, bool]]) -> bool:
+def _disagree(text: str, genders: dict[str, tuple[str, str]]) -> bool:
     """Whether `text` has a determiner to write again before the word after it: most translations
     have none, and the words of the text tell so without grouping the pieces into words."""
     words = text.split()
@@ -96,7 +96,7 @@ def _disagree(text: str, genders: dict[str, tuple[str, bool]]) -> bool:
     return False
 
 
-def _agree(hyp: Hypothesis, genders: dict[str, tuple[str, bool]]) -> Hypothesis:
+def _agree(hyp: Hypothesis, genders: dict[str, tuple[str, str]]) -> Hypothesis:
     if not _disagree(hyp.text, genders):
         return hyp
     pieces = hyp.target_tokens

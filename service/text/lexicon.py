@@ -54,11 +54,12 @@ def read_lexicon(path: Path) -> tuple[dict[str, str], dict[str, tuple[str, ...]]
     return entries, forms
 
 
-def read_genders(path: Path) -> dict[str, tuple[str, bool]]:
-    """`noun<TAB>gender[<TAB>other readings]` lines of a gzipped TSV: {Spanish noun: (m or f, whether
-    it is also another word, a verb's form)} (determiners.py)."""
+def read_genders(path: Path) -> dict[str, tuple[str, str]]:
+    """`noun<TAB>gender[<TAB>other readings]` lines of a gzipped TSV: {Spanish noun: (m or f, the
+    tags of its other readings, a verb's form; "" if none)} (determiners.py), as write_genders writes them."""
     with gzip.open(path, "rt", encoding="utf-8") as f:
-        return {fields[0]: (fields[1], len(fields) > 2) for fields in (line.rstrip("\n").split("\t") for line in f)
+        return {fields[0]: (fields[1], fields[2] if len(fields) > 2 else "")
+                for fields in (line.rstrip("\n").split("\t") for line in f)
                 if len(fields) >= 2 and fields[1] in ("m", "f")}
 
 
@@ -104,7 +105,7 @@ def agreement(before: list[str]) -> int:
 
 class Lexicon:
     def __init__(self, entries: dict[str, str], forms: dict[str, tuple[str, ...]] | None = None,
-                 genders: dict[str, tuple[str, bool]] | None = None):
+                 genders: dict[str, tuple[str, str]] | None = None):
         """genders: Spanish nouns, for the determiners before them (determiners.py)."""
         self.entries = entries
         self.forms = forms or {}

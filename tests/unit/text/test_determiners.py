@@ -8,8 +8,8 @@ import numpy as np
 from attnmt.service.text.determiners import agree, determiner
 from attnmt.service.text.translator import Hypothesis, Translation
 
-GENDERS = {"lujo": ("m", False), "oficina": ("f", False), "régimen": ("m", False), "cambio": ("m", True),
-           "agua": ("f", False), "área": ("f", False), "bomba": ("f", True), "bombas": ("f", True)}
+GENDERS = {"lujo": ("m", ""), "oficina": ("f", ""), "régimen": ("m", ""), "cambio": ("m", "vblex"),
+           "agua": ("f", ""), "área": ("f", ""), "bomba": ("f", "vblex"), "bombas": ("f", "vblex")}
 
 
 def test_the_determiner_takes_the_noun_s_gender():
@@ -58,7 +58,8 @@ def test_what_the_rule_cannot_tell_is_left_as_written():
         assert agree(Translation("x", [], [hyp]), GENDERS).best is hyp
     assert agree(Translation("x", [], [hypothesis(["▁La", "▁lujo", "▁es", "▁caro", "</s>"])]), GENDERS).best.text == (
         "El lujo es caro")
-    assert agree(Translation("x", [], [hypothesis(["▁el", "▁cambio", "</s>"])]), {"cambio": ("f", True)}).best.text == (
+    feminine = {"cambio": ("f", "vblex")}
+    assert agree(Translation("x", [], [hypothesis(["▁el", "▁cambio", "</s>"])]), feminine).best.text == (
         "la cambio")                                        # "el" is no pronoun: written again
     hyp = hypothesis(["▁la", "▁%s", "</s>"], frozenset({1}))
-    assert agree(Translation("x", [], [hyp]), {"%s": ("m", False)}).best is hyp
+    assert agree(Translation("x", [], [hyp]), {"%s": ("m", "")}).best is hyp

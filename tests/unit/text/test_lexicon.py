@@ -54,7 +54,7 @@ def test_the_file_reads_back_and_is_reproducible(tmp_path):
     assert read_lexicon(tmp_path / "d.tsv.gz") == ({"obese": "obeso", "happy": "feliz"},
                                                    {"happy": ("feliz", "feliz", "felices", "felices")})
     write_genders(tmp_path / "g.tsv.gz", {"lujo": ("m", ""), "conquista": ("f", "vblex")})
-    assert read_genders(tmp_path / "g.tsv.gz") == {"lujo": ("m", False), "conquista": ("f", True)}
+    assert read_genders(tmp_path / "g.tsv.gz") == {"lujo": ("m", ""), "conquista": ("f", "vblex")}
 
 
 def test_the_lexicon_s_noun_brings_its_determiner():
@@ -64,12 +64,12 @@ def test_the_lexicon_s_noun_brings_its_determiner():
                      ["▁the", "▁conquest", "</s>"])
     translation = Translation("the conquest", hyp.source_tokens, [hyp])
     assert Lexicon({"conquest": "conquista"}).apply(translation).best.text == "el conquista"
-    done = Lexicon({"conquest": "conquista"}, genders={"conquista": ("f", True)}).apply(translation).best
+    done = Lexicon({"conquest": "conquista"}, genders={"conquista": ("f", "vblex")}).apply(translation).best
     assert done.text == "la conquista" and done.word_alignment[0].argmax() == 0
     # and where the model wrote no word of the lexicon's, the determiners before other nouns
     own = Hypothesis("un bomba", ["▁un", "▁bomba", "</s>"], [-0.1] * 3, -0.3, -0.1, alpha[[0, 1, 3]],
                      ["▁a", "▁bomb", "</s>"])
-    assert Lexicon({"conquest": "conquista"}, genders={"bomba": ("f", True)}).apply(
+    assert Lexicon({"conquest": "conquista"}, genders={"bomba": ("f", "vblex")}).apply(
         Translation("a bomb", own.source_tokens, [own])).best.text == "una bomba"
 
 
