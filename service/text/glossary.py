@@ -5,7 +5,8 @@ README, "Glossaries"). The sentence is translated as it is; then, for each
 occurrence of a term in the source, the target words hard-aligned to it (argmax
 of word-level α, as in the Pharaoh links) are its translation: the run of
 those words around the most attending one is replaced by the target term,
-keeping punctuation the model wrote around it. When no target word is aligned to
+keeping punctuation the model wrote around it (but the last point of an abbreviation
+it replaces, "U.N." → "UN", unless that point also ends the sentence). When no target word is aligned to
 the occurrence (the model dropped it), the term is inserted after the target
 word attending most to it, as placeholder protection does (placeholders.py). The
 term's rows of α are the replaced rows restricted to the occurrence's source
@@ -198,8 +199,14 @@ class Glossary:
                 lead = _punctuation_prefix([hyp.target_tokens[i] for i in span])
                 trail = _punctuation_suffix([hyp.target_tokens[i] for i in span[lead:]])
                 emit(span[:lead])
-                emit_term(occ, span[lead:len(span) - trail], attached=lead > 0)
-                tail = span[len(span) - trail:]
+                replaced = span[lead:len(span) - trail]
+                emit_term(occ, replaced, attached=lead > 0)
+                tail: list[int | tuple[str, np.ndarray]] = list(span[len(span) - trail:])
+                ends = all(_bare(tokens[i]) or tokens[i] == EOS_TOKEN for g in tgt_groups[last + 1:] for i in g)
+                if tail and _abbreviation_point([tokens[i] for i in replaced], tokens[tail[0]],
+                                                self.target_for(occ), ends):
+                    rest = tokens[tail[0]].replace(".", "", 1)
+                    tail[:1] = [(rest, hyp.alignment[tail[0]])] if rest.removeprefix(WORD_BOUNDARY) else []
                 t = last + 1
             else:                                  # an insertion goes before the word's closing punctuation
                 trail = _punctuation_suffix([hyp.target_tokens[i] for i in group])
@@ -274,6 +281,21 @@ def _same_term(written: str, term: str) -> bool:
     """Whether the model wrote the term already: exactly, or but for its first letter's case (a
     sentence's first word). "home" is not "HOME", nor "github" "GitHub": those are written over."""
     return written[1:] == term[1:] and written[:1].casefold() == term[:1].casefold()
+
+
+# letters with points between them, the last point left off: "U.N", "e.g", "Ph.D"
+_ABBREVIATION = re.compile(r"(?:[^\W\d_]{1,3}\.)+[^\W\d_]{1,3}")
+
+
+def _abbreviation_point(replaced: list[str], closing: str, term: str, ends: bool) -> bool:
+    """Whether the point that closes the words a term replaces goes with them: the last point of
+    an abbreviation ("U.N." → "UN", not "UN."), unless it also ends the sentence, or a point the
+    term brings itself ("approx." over "approximately." → "approx.", not "approx..")."""
+    if not closing.removeprefix(WORD_BOUNDARY).startswith("."):
+        return False
+    if term.endswith("."):
+        return True
+    return not ends and _ABBREVIATION.fullmatch(detokenize(replaced).strip()) is not None
 
 
 def _bare(piece: str) -> bool:

@@ -21,6 +21,7 @@ from attnmt.service.server.settings import BUNDLED_MODEL
 from attnmt.service.stubs import translator_pb2 as pb
 from attnmt.service.stubs import translator_pb2_grpc as pb_grpc
 from attnmt.service.text.glossary import Entry, Glossary, load_all, read_tsv
+from attnmt.service.text.placeholders import detokenize
 from attnmt.service.text.translator import Hypothesis, Translation, normalise
 from conftest import REPO, TESTS, RunningServer
 
@@ -137,6 +138,36 @@ def test_closing_punctuation_stays_where_the_model_put_it():
                      ["▁Noemi", ",", "</s>"])
     done = glossary(Noemi="Naomi").apply(Translation("Noemi,", hyp.source_tokens, [hyp])).best
     assert done.text == "Naomi,"
+
+
+def _abbreviation(pieces: list[str]) -> Hypothesis:
+    """Target "the U.N. met ." (or what `pieces` spell) for the source "la ONU se reunió ."."""
+    source = ["▁la", "▁ONU", "▁se", "▁reunió", "▁.", "</s>"]
+    column = {"▁the": 0, "▁U": 1, ".": 1, "N": 1, "▁met": 3, "▁.": 4, "</s>": 5, ".»": 1, "▁»": 4}
+    alpha = np.full((len(pieces), len(source)), 0.01)
+    for i, piece in enumerate(pieces):
+        alpha[i, column[piece]] = 0.95
+    return Hypothesis(detokenize(pieces), pieces, [-0.1] * len(pieces), -1.0, -0.1, alpha, source)
+
+
+@pytest.mark.parametrize(("pieces", "term", "text"), [
+    (["▁the", "▁U", ".", "N", ".", "▁met", "▁.", "</s>"], "UN", "the UN met ."),   # the abbreviation's point
+    (["▁the", "▁U", ".", "N", ".", "</s>"], "UN", "the UN."),                       # ... and the sentence's
+    (["▁the", "▁U", ".", "N", ".»", "▁met", "▁.", "</s>"], "UN", "the UN» met ."),
+    (["▁the", "▁U", ".", "N", ".", "▁met", "▁.", "</s>"], "U. N.", "the U. N. met ."),   # the term brings its own
+    (["▁the", "▁U", ".", "N", ".", "</s>"], "U. N.", "the U. N."),
+])
+def test_an_abbreviations_last_point_goes_with_it(pieces, term, text):
+    hyp = _abbreviation(pieces)
+    done = glossary(ONU=term).apply(Translation("la ONU se reunió .", hyp.source_tokens, [hyp])).best
+    assert done.text == text
+    assert len(done.target_tokens) == len(done.token_log_probs) == done.alignment.shape[0]
+
+
+def test_a_point_after_a_word_that_is_no_abbreviation_stays():
+    alpha = np.array([[0.9, 0.05, 0.05], [0.05, 0.9, 0.05], [0.05, 0.05, 0.9]])
+    hyp = Hypothesis("Hello, dog.", ["▁dog", ".", "</s>"], [-0.1] * 3, -0.3, -0.1, alpha, ["▁peru", "▁.", "</s>"])
+    assert glossary(peru="hound").apply(Translation("peru .", hyp.source_tokens, [hyp])).best.text == "hound."
 
 
 def test_a_term_never_replaces_a_placeholder_put_back():
