@@ -96,5 +96,6 @@ def fit_lexicon(model_dir: Path, data_dirs: list[Path], cache: Path, split: str 
         write_lexicon(Path(model_dir) / FILE, entries, forms)
         if genders:
             write_genders(Path(model_dir) / GENDERS_FILE, genders)
-        write_names(model_dir, spec, section="lexicon", also=[GENDERS_FILE] if genders else [])
+        write_names(model_dir, spec, section="lexicon", also=[GENDERS_FILE] if genders else [],
+                    gone=[] if genders else [GENDERS_FILE])   # a refit without them leaves no stale table
     return spec

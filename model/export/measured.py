@@ -51,10 +51,15 @@ def write_quality(model_dir: Path, spec: dict) -> None:
     write_manifest(model_dir, manifest)
 
 
-def write_names(model_dir: Path, spec: dict, section: str = "names", also: list[str] = ()) -> None:
+def write_names(model_dir: Path, spec: dict, section: str = "names", also: list[str] = (),
+                gone: list[str] = ()) -> None:
     """The known-words section (or the lexicon's), its file (and the files `also` named) written
-    beside the manifest, in place of any before."""
+    beside the manifest, in place of any before; the files `gone` names leave the directory and
+    its list of checksums."""
     manifest = _read(model_dir)
     manifest[section] = spec
     manifest["files"].update(file_entries(Path(model_dir), [spec["file"], *also]))
+    for name in gone:
+        manifest["files"].pop(name, None)
+        (Path(model_dir) / name).unlink(missing_ok=True)
     write_manifest(model_dir, manifest)

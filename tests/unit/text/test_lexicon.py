@@ -14,6 +14,7 @@ import pytest
 from attnmt.bench.lexicon import fit_lexicon, rare_known
 from attnmt.bench.names import fit_names
 from attnmt.model.data import lexicon as built
+from attnmt.model.export.measured import write_names
 from attnmt.service.cli import main
 from attnmt.service.inference.engine import Engine
 from attnmt.service.inference.search import SearchOptions
@@ -213,6 +214,10 @@ def test_fit_names_then_fit_lexicon_write_their_files_and_dev_change(tmp_path):
     corpus.write_text("la casa es roja .\n" * 5, encoding="utf-8")
     names = fit_names(model, corpus, [data])
     assert names["words"] == 4 and names["dev"]["news/dev"]["sentences"] == 2
+    # a genders table an earlier fit left (as for a Spanish target): this English one has none
+    write_genders(model / "genders.tsv.gz", {"casa": ("f", "")})
+    write_names(model, json.loads((model / "manifest.json").read_text())["lexicon"], "lexicon", also=["genders.tsv.gz"])
+    assert "genders.tsv.gz" in json.loads((model / "manifest.json").read_text())["files"]
     spec = fit_lexicon(model, [data], tmp_path / "cache", corpus=corpus, rare_below=[1, 10])
     # with 4 known words, nearly every noun and adjective form of the dictionary is in the lexicon; below
     # 10, "casa" (seen 5 times) and "roja" too
@@ -225,6 +230,8 @@ def test_fit_names_then_fit_lexicon_write_their_files_and_dev_change(tmp_path):
     assert spec["candidates"]["10"]["news/dev"]["changed"] >= spec["candidates"]["1"]["news/dev"]["changed"]
     manifest = json.loads((model / "manifest.json").read_text())
     assert manifest["lexicon"]["file"] == "lexicon.tsv.gz" and "lexicon.tsv.gz" in manifest["files"]
+    assert "genders" not in spec and "genders.tsv.gz" not in manifest["files"]
+    assert not (model / "genders.tsv.gz").exists()
     translator = Translator(Engine(model))
     assert translator.lexicon.entries["estilista"] == "stylist"
     assert "stylist" in translator.translate(["El estilista ha de tener una visión global."],
