@@ -247,6 +247,8 @@ export-en-es: $(VENV)/.dev
 	$(BIN)/attnmt fit-lexicon --model $(EN_ES_RUN)/model --corpus data/en-es-general/train.en --data $(QUALITY_DATA)
 	# which lines have their first word read in small letters where it knows the word only so
 	$(BIN)/attnmt fit-first-word --model $(EN_ES_RUN)/model --data $(QUALITY_DATA)
+	# past how many words a sentence is translated in parts, cut after a comma, semicolon or colon
+	$(BIN)/attnmt fit-split --model $(EN_ES_RUN)/model --data $(QUALITY_DATA)
 	# as bundled (models/transformer-en-es): its weights stored as int8
 	$(BIN)/attnmt store-weights $(EN_ES_RUN)/model --out $(EN_ES_RUN)/model-stored
 
@@ -284,6 +286,7 @@ export: export-needs-a-run $(VENV)/.dev
 	# nouns and adjectives it never learnt or saw rarely translated by Apertium's dictionary, with the dev change
 	$(BIN)/attnmt fit-lexicon --model $(RNNSEARCH_MODEL) --corpus $(MIXED)-copies/train.es --data $(QUALITY_DATA)
 	$(BIN)/attnmt fit-first-word --model $(RNNSEARCH_MODEL) --data $(QUALITY_DATA)
+	$(BIN)/attnmt fit-split --model $(RNNSEARCH_MODEL) --data $(QUALITY_DATA)
 
 # The Transformer from its averaged checkpoint: every layer, head and reading (as predicted, or
 # Shift-Att) scored on the gold set first, and the one with the lowest dev AER exported (or pass
@@ -310,6 +313,7 @@ export-transformer: $(VENV)/.dev
 	$(BIN)/attnmt fit-names --model $(TRANSFORMER_EXPORT) --corpus data/es-en-general/train.es --data $(QUALITY_DATA)
 	$(BIN)/attnmt fit-lexicon --model $(TRANSFORMER_EXPORT) --corpus data/es-en-general/train.es --data $(QUALITY_DATA)
 	$(BIN)/attnmt fit-first-word --model $(TRANSFORMER_EXPORT) --data $(QUALITY_DATA)
+	$(BIN)/attnmt fit-split --model $(TRANSFORMER_EXPORT) --data $(QUALITY_DATA)
 
 export-needs-a-run:
 	@test -f $(EXPORT_RUN)/$(CHECKPOINT) || { echo "make export: no trained run in $(EXPORT_RUN) (no $(CHECKPOINT)); \

@@ -1,6 +1,6 @@
 """The measurement subcommands of `attnmt`: bench (engine, server, offline, serving, http, glossary,
 quality, score-functions, overload, soak, order, files, catalog, subtitles, typed), evaluate, evaluate-public,
-evaluate-alignment, fit-quality, fit-names, fit-lexicon, fit-length-penalty, fit-first-word.
+evaluate-alignment, fit-quality, fit-names, fit-lexicon, fit-length-penalty, fit-first-word, fit-split.
 
 Found by `attnmt` through the `attnmt.commands` entry point; the modules that run them
 (torch, grpc, sacrebleu, the client) are imported only when one runs, so they cost
@@ -371,6 +371,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", type=Path, required=True, help="model directory (its manifest.json is written)")
     _dev_arguments(p, decoding_fit=True)
     p.set_defaults(func=cmd_fit_first_word)
+    p = sub.add_parser("fit-split", help="choose past how many words a sentence is translated in parts cut after a "
+                                         "comma, semicolon or colon (0: never): the candidate with the highest mean "
+                                         "chrF over the dev sets, written into its manifest "
+                                         "(decoding.split_above_words) with every set's BLEU and chrF")
+    p.add_argument("--model", type=Path, required=True, help="model directory (its manifest.json is written)")
+    _dev_arguments(p, decoding_fit=True)
+    p.add_argument("--values", type=_numbers(int), default=(20, 25, 30, 40, 50),
+                   help="comma-separated candidates in words (default 20,25,30,40,50; 0, never, is always tried)")
+    p.set_defaults(func=cmd_fit_split)
 
 
 def _dev_arguments(p: argparse.ArgumentParser, data_help: str = "data directories whose dev split is measured",
@@ -701,6 +710,17 @@ def cmd_fit_first_word(args: argparse.Namespace) -> int:
     from attnmt.bench.decoding import fit_first_word
     spec = fit_first_word(args.model, args.data, args.split, args.beam, args.limit, write=not args.dry_run,
                           log=lambda m: print(m, file=sys.stderr, flush=True))
+    print(json.dumps(spec))
+    return 0
+
+
+def cmd_fit_split(args: argparse.Namespace) -> int:
+    from attnmt.bench.decoding import fit_split
+    if not args.values or any(v < 0 for v in args.values):
+        print("attnmt fit-split: --values must be whole numbers of words, 0 or more", file=sys.stderr)
+        return 2
+    spec = fit_split(args.model, args.data, list(args.values), args.split, args.beam, args.limit,
+                     write=not args.dry_run, log=lambda m: print(m, file=sys.stderr, flush=True))
     print(json.dumps(spec))
     return 0
 

@@ -94,8 +94,9 @@ def _chunks(items: list, size: int) -> list[list]:
 
 
 def _offline(translator: Translator, chunks: list[list[str]], options: SearchOptions):
-    """attnmt's offline run: each chunk of `batch` sentences through `Translator.translate`."""
-    return lambda: [translator.translate(c, options) for c in chunks]
+    """attnmt's offline run: each chunk of `batch` sentences through `Translator.translate`, each
+    sentence whole (no long one in parts: the engines do the same work)."""
+    return lambda: [translator.translate(c, options, split_above=0) for c in chunks]
 
 
 def _source_pieces(translator: Translator, sources: list[str]) -> list[list[str]]:
@@ -123,7 +124,7 @@ def agreement(model_dir: Path, ct2_dir: Path, sources: list[str], threads: int =
                             max_target_tokens=limit).validate()
     # the engines' own pieces: no names or lexicon words written over them (names.py, lexicon.py)
     ours = [t.best.target_tokens
-            for t in translator.translate(sources, options, keep_names=False, use_lexicon=False)]
+            for t in translator.translate(sources, options, keep_names=False, use_lexicon=False, split_above=0)]
     ours = [pieces[:-1] if pieces and pieces[-1] == "</s>" else pieces for pieces in ours]
     results = _ctranslate2(ct2_dir, threads).translate_batch(_source_pieces(translator, sources), beam_size=1,
                                                              max_decoding_length=limit)
@@ -269,7 +270,7 @@ def profile(translator: Translator, chunks: list[list[str]], options: SearchOpti
     with _timing(timers, translator):
         start = time.perf_counter()
         for chunk in chunks:
-            translator.translate(chunk, options)
+            translator.translate(chunk, options, split_above=0)
         total = time.perf_counter() - start
     seconds = {**timers.seconds, "rest": max(total - sum(timers.seconds.values()), 0.0)}
     return {"total_s": round(total, 4), "steps": timers.calls["decoder steps"],

@@ -1,7 +1,8 @@
-"""`attnmt fit-length-penalty` and `attnmt fit-first-word`: the length penalty a model's requests get
-when they name none, and which lines have their first word read in small letters
-(`decoding.first_word`, service/text/case.py `first_small`), each chosen on its dev sets and written
-into its manifest (`decoding`).
+"""`attnmt fit-length-penalty`, `attnmt fit-first-word` and `attnmt fit-split`: the length penalty a
+model's requests get when they name none, which lines have their first word read in small letters
+(`decoding.first_word`, service/text/case.py `first_small`) and past how many words a sentence is
+translated in parts (`decoding.split_above_words`, service/text/clauses.py), each chosen on its dev
+sets and written into its manifest (`decoding`).
 
 A hypothesis is scored by log P / length^α. Each candidate α translates the dev split of every
 data directory (beam 5 by default, the model's lexicon and names as served). Kept: the α with
@@ -32,6 +33,9 @@ from attnmt.service.text.translator import Translator, normalise
 MAX_BLEU_LOSS = 0.3
 RULE = (f"the highest mean chrF over the dev sets among the values that lose no dev set more than {MAX_BLEU_LOSS} "
         f"BLEU against {DEFAULT_LENGTH_PENALTY}")
+SPLIT_CANDIDATES = [20, 25, 30, 40, 50]
+SPLIT_RULE = ("the highest mean chrF over the dev sets among the values that lose no dev set more than "
+              f"{MAX_BLEU_LOSS} BLEU against 0 (never)")
 FIRST_WORD_RULE = (f"the highest mean chrF over the dev sets among the rules that lose no dev set more than "
                    f"{MAX_BLEU_LOSS} BLEU against never")
 
@@ -110,6 +114,40 @@ def fit_first_word(model_dir: Path, data_dirs: list[Path], split: str = "dev", b
     spec = {"first_word": chosen, "first_word_chosen": {
         "on": split, "rule": FIRST_WORD_RULE,
         "mean_chrf": mean_chrf, "beam": beam, "limit": limit, "dev": dev, "date": dt.date.today().isoformat()}}
+    if write:
+        update_manifest(model_dir, decoding=spec)
+    return spec
+
+
+def fit_split(model_dir: Path, data_dirs: list[Path], values: list[int] = SPLIT_CANDIDATES, split: str = "dev",
+              beam: int = 5, limit: int | None = None, write: bool = True,
+              log: Callable[[str], None] = lambda message: None) -> dict:
+    """BLEU and chrF of `split` of each data directory with sentences of more than each of `values`
+    words translated in parts (0: never), kept by SPLIT_RULE; with `write`, the chosen value into the
+    manifest. Each set is translated once whole; a value's long lines are translated again in parts."""
+    values = sorted(set(values) | {0})
+    translator = Translator(Engine(model_dir), max_tokens=100_000)
+    m = translator.engine.manifest
+    options = SearchOptions(beam_size=beam)
+    dev: dict[str, dict] = {}
+    for data_dir in data_dirs:
+        pairs = read_split(Path(data_dir), split, m.source_language, m.target_language)[:limit]
+        sources, refs = [s for s, _ in pairs], [[t for _, t in pairs]]
+        whole = [t.best.text if t.hypotheses else "" for t in translator.translate(sources, options, split_above=0)]
+        scores = {}
+        for value in values:
+            lines = [i for i, s in enumerate(sources) if value and len(translator.parts(s, value)) > 1]
+            hyps = list(whole)
+            for i, t in zip(lines, translator.translate([sources[i] for i in lines], options, split_above=value)):
+                hyps[i] = t.best.text if t.hypotheses else ""
+            scores[str(value)] = {"bleu": round(sacrebleu.corpus_bleu(hyps, refs).score, 2),
+                                  "chrf": round(sacrebleu.corpus_chrf(hyps, refs).score, 2), "lines": len(lines)}
+            log(f"{Path(data_dir).name}/{split} split_above_words {value}: {scores[str(value)]}")
+        dev[f"{Path(data_dir).name}/{split}"] = {"sentences": len(pairs), **scores}
+    chosen, mean_chrf = choose(dev, values, baseline=0)
+    spec = {"split_above_words": chosen, "split_chosen": {
+        "on": split, "rule": SPLIT_RULE, "candidates": values, "mean_chrf": {str(v): c for v, c in mean_chrf.items()},
+        "beam": beam, "limit": limit, "dev": dev, "date": dt.date.today().isoformat()}}
     if write:
         update_manifest(model_dir, decoding=spec)
     return spec

@@ -65,6 +65,9 @@ def _search_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lexicon", action=argparse.BooleanOptionalAction, default=None,
                    help="translate nouns and adjectives the model never learnt by its lexicon (default: on for a "
                         "model with one; --no-lexicon: the model's own words)")
+    p.add_argument("--split-above-words", type=_whole(0), metavar="N",
+                   help="translate a sentence of more than N words in parts cut after a comma, semicolon or colon "
+                        "(default: the model's own, chosen on its dev sets; 0: never)")
     p.add_argument("--json", action="store_true", help="one JSON object per line with everything")
 
 
@@ -224,12 +227,13 @@ def cmd_translate_documents(args: argparse.Namespace) -> int:
             documents = client.translate_documents(entries, options, html=args.html,
                                                    split_sentences=args.split_sentences, threshold=args.threshold,
                                                    replace_unk=args.replace_unk, keep_names=args.keep_names,
-                                                   use_lexicon=args.lexicon, model=args.model_name)
+                                                   use_lexicon=args.lexicon,
+                                                   split_above_words=args.split_above_words, model=args.model_name)
     else:
         from attnmt.service.text.documents import translate_documents
         documents = translate_documents(_translator(args), entries, args.html, args.split_sentences, options,
                                         replace_unk=args.replace_unk, keep_names=args.keep_names,
-                                        use_lexicon=args.lexicon)
+                                        use_lexicon=args.lexicon, split_above=args.split_above_words)
     out = open(args.output, "w", encoding="utf-8") if args.output not in (None, "-") else sys.stdout
     for document in documents:
         if args.json:
@@ -268,7 +272,9 @@ def cmd_translate_file(args: argparse.Namespace) -> int:
             translations = files.translate_texts(document, lambda texts, html: [
                 d.text for d in client.translate_documents(texts, options, html=html, alignment="none",
                                                            replace_unk=args.replace_unk, keep_names=args.keep_names,
-                                                           use_lexicon=args.lexicon, model=args.model_name)],
+                                                           use_lexicon=args.lexicon,
+                                                           split_above_words=args.split_above_words,
+                                                           model=args.model_name)],
                 chunk, report)
     else:
         from attnmt.service.text.documents import translate_documents
@@ -277,7 +283,8 @@ def cmd_translate_file(args: argparse.Namespace) -> int:
         pattern = translator.sentinels.pattern if translator.sentinels is not None else None
         translations = files.translate_texts(document, lambda texts, html: [
             d.text for d in translate_documents(translator, texts, html, True, options, replace_unk=args.replace_unk,
-                                                keep_names=args.keep_names, use_lexicon=args.lexicon)],
+                                                keep_names=args.keep_names, use_lexicon=args.lexicon,
+                                                split_above=args.split_above_words)],
             chunk, report)
     if progress:
         print(file=sys.stderr)
@@ -338,8 +345,9 @@ def cmd_translate(args: argparse.Namespace) -> int:
             try:
                 translations = client.translate(texts, options, alignment=wanted, threshold=args.threshold,
                                                 replace_unk=args.replace_unk, keep_names=args.keep_names,
-                                                use_lexicon=args.lexicon, model=args.model_name,
-                                                glossary=_glossary_file(args), glossary_name=args.glossary_name)
+                                                use_lexicon=args.lexicon, split_above_words=args.split_above_words,
+                                                model=args.model_name, glossary=_glossary_file(args),
+                                                glossary_name=args.glossary_name)
             except grpc.RpcError as e:
                 raise SystemExit(f"attnmt translate: {e.code().name}: {_at_line(e, args)}") from None
     else:
@@ -359,7 +367,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
             try:
                 translations += translator.translate(chunk, options, replace_unk=args.replace_unk,
                                                      glossary=glossary, keep_names=args.keep_names,
-                                                     use_lexicon=args.lexicon)
+                                                     use_lexicon=args.lexicon, split_above=args.split_above_words)
             except InvalidInput as e:
                 hint = _LONG_HINT if "tokens" in str(e) else ""      # a sentence longer than the model takes
                 raise SystemExit(f"attnmt translate: {_refused(args, start, chunk, translator, options)}: {e}"

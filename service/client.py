@@ -107,7 +107,7 @@ def _texts(texts: Iterable[str]) -> list[str]:
 
 def options_pb(options: SearchOptions, alignment: str = "soft", threshold: float | None = None,
                replace_unk: bool = False, keep_names: bool | None = None,
-               use_lexicon: bool | None = None) -> pb.DecodingOptions:
+               use_lexicon: bool | None = None, split_above_words: int | None = None) -> pb.DecodingOptions:
     message = pb.DecodingOptions(beam_size=options.beam_size, n_best=options.n_best,
                                  max_length_ratio=options.max_length_ratio,
                                  max_length_extra=options.max_length_extra, alignment=ALIGNMENTS[_alignment(alignment)],
@@ -120,6 +120,8 @@ def options_pb(options: SearchOptions, alignment: str = "soft", threshold: float
         message.keep_names = keep_names
     if use_lexicon is not None:
         message.use_lexicon = use_lexicon
+    if split_above_words is not None:     # unset: the served model's own
+        message.split_above_words = split_above_words
     return message
 
 
@@ -219,7 +221,7 @@ class Client:
 
     def translate(self, texts: list[str], options: SearchOptions | None = None, *, alignment: str = "soft",
                   threshold: float | None = None, replace_unk: bool = False, keep_names: bool | None = None,
-                  use_lexicon: bool | None = None, model: str = "",
+                  use_lexicon: bool | None = None, split_above_words: int | None = None, model: str = "",
                   glossary: Iterable[tuple[str, str]] | dict[str, str] | None = None,
                   glossary_name: str = "", **option_values) -> list[Translation]:
         """Translate sentences; soft alignment (the default) lets words and hard links be derived locally.
@@ -228,7 +230,7 @@ class Client:
         texts = _texts(texts)
         options = options or _server_default(option_values)
         wire_options = options_pb(options, _wire_alignment(alignment), threshold, replace_unk, keep_names,
-                                  use_lexicon)
+                                  use_lexicon, split_above_words)
         terms = glossary_pb(glossary)
 
         def call(chunk: list[str]) -> list[Translation]:
@@ -241,15 +243,15 @@ class Client:
     def translate_documents(self, texts: list[str], options: SearchOptions | None = None, *, html: bool = False,
                             split_sentences: bool = True, alignment: str = "soft", threshold: float | None = None,
                             replace_unk: bool = False, keep_names: bool | None = None,
-                            use_lexicon: bool | None = None, model: str = "",
-                            **option_values) -> list[Document]:
+                            use_lexicon: bool | None = None, split_above_words: int | None = None,
+                            model: str = "", **option_values) -> list[Document]:
         """Translate paragraphs or documents (split_sentences) and/or HTML (html): each comes
         back whole, with its sentences, their alignments and every word's character offsets.
         No texts, no call: []."""
         texts = _texts(texts)
         options = options or _server_default(option_values)
         wire_options = options_pb(options, _wire_alignment(alignment), threshold, replace_unk, keep_names,
-                                  use_lexicon)
+                                  use_lexicon, split_above_words)
 
         def call(chunk: list[str]) -> list[Document]:
             request = pb.TranslateRequest(sentences=chunk, model=model, split_sentences=split_sentences,

@@ -35,6 +35,11 @@ def use_lexicon(options: pb.DecodingOptions) -> bool | None:
     return options.use_lexicon if options.HasField("use_lexicon") else None
 
 
+def split_above_words(options: pb.DecodingOptions) -> int | None:
+    """The request's split_above_words; None (unset): the model's own (clauses.py)."""
+    return options.split_above_words if options.HasField("split_above_words") else None
+
+
 def search_options(options: pb.DecodingOptions, settings: Settings, field: str = "options") -> SearchOptions:
     """Validated SearchOptions; unset fields take the server defaults."""
     values = {"beam_size": options.beam_size or settings.default_beam_size, "n_best": options.n_best or 1,

@@ -166,19 +166,17 @@ class Core:
                 served, request.sentences, request.format, request.split_sentences, options, request.options,
                 deadline, client, fields, priority, glossary))
         else:
-            searches = [self._search(served, text, options, fields[i])
-                        for i, text in enumerate(request.sentences)]
-            self._check_response_size(searches, kind)
-            searches = await self._run(served, searches, deadline, client, priority)
+            split = convert.split_above_words(request.options)
+            plans = [self._plan(served, text, options, fields[i], split) for i, text in enumerate(request.sentences)]
+            plans = await self._run_plans(served, plans, kind, deadline, client, priority)
             translator, keep_names = served.translator, convert.keep_names(request.options)
             use_lexicon = convert.use_lexicon(request.options)
 
             def answer(check) -> None:
-                for text, s in zip(request.sentences, searches):
+                for text, plan in zip(request.sentences, plans):
                     check()
-                    translation = (translator.result(text, s, request.options.replace_unknown, glossary, keep_names,
-                                                     use_lexicon)
-                                   if s else translator.copy(text))
+                    translation = translator.finish(text, plan, options, request.options.replace_unknown, glossary,
+                                                 keep_names, use_lexicon)
                     convert.translation_pb(translation, kind, threshold, response.translations.add())
 
             work = sum(map(len, request.sentences)) * options.n_best
@@ -206,11 +204,10 @@ class Core:
                                                opts, deadline, client, [field], priority, glossary)
             answer.translation.CopyFrom(message)
             return answer
-        search = self._search(served, item.sentence, options, field)
-        (search,) = await self._run(served, [search], deadline, client, priority)
-        translation = (served.translator.result(item.sentence, search, opts.replace_unknown, glossary,
-                                                convert.keep_names(opts), convert.use_lexicon(opts))
-                       if search else served.translator.copy(item.sentence))
+        plan = self._plan(served, item.sentence, options, field, convert.split_above_words(opts))
+        (plan,) = await self._run_plans(served, [plan], None, deadline, client, priority)
+        translation = served.translator.finish(item.sentence, plan, options, opts.replace_unknown, glossary,
+                                               convert.keep_names(opts), convert.use_lexicon(opts))
         convert.translation_pb(translation, kind, threshold, answer.translation)
         return answer
 
@@ -242,10 +239,11 @@ class Core:
         kind, threshold = convert.alignment_kind(opts.alignment), convert.alignment_threshold(opts)
         translator = served.translator
         language = translator.engine.manifest.source_language
+        split_words = convert.split_above_words(opts)
 
         # Reading, searches and the answer are CPU work that grows with the entries: off the
         # event loop, each step checking the deadline (the decoding between them is the scheduler's).
-        def read(check) -> tuple[list, list, list[Search | None]]:
+        def read(check) -> tuple[list, list, list[list[tuple[str, Search | None]]]]:
             readings = []
             for i, text in enumerate(entries):
                 check()
@@ -260,21 +258,26 @@ class Core:
                                    f"queues at once (max_queue {self.settings.max_queue}); send fewer documents "
                                    "per call")
             check()
-            searches = [self._search(served, text, options, fields[i] + (f", sentence {k}" if readings[i] else ""))
-                        for i, k, text in sentences]
-            self._check_response_size(searches, kind)
-            return readings, sentences, searches
+            plans = [self._plan(served, text, options, fields[i] + (f", sentence {k}" if readings[i] else ""),
+                                split_words) for i, k, text in sentences]
+            n = sum(map(len, plans))
+            if n > self.settings.max_queue:
+                raise InvalidInput(f"the request splits into {n} sentences (long ones in parts), more than the "
+                                   f"server queues at once (max_queue {self.settings.max_queue}); send fewer "
+                                   "documents per call")
+            self._check_response_size([s for plan in plans for _, s in plan], kind)
+            return readings, sentences, plans
 
         # documents off the loop (their work grows with the markup), plain sentences on it
         run = off_loop if html or split else _on_loop
-        readings, sentences, searches = await run(read, deadline)
-        searches = await self._run(served, searches, deadline, client, priority)
+        readings, sentences, plans = await run(read, deadline)
+        plans = await self._run_plans(served, plans, None, deadline, client, priority)
 
         keep_names, use_lexicon = convert.keep_names(opts), convert.use_lexicon(opts)
 
         def answer(check) -> list[pb.Translation]:
-            done = iter(translator.result(text, s, opts.replace_unknown, glossary, keep_names, use_lexicon) if s
-                        else translator.copy(text) for (_, _, text), s in zip(sentences, searches))
+            done = iter(translator.finish(text, plan, options, opts.replace_unknown, glossary, keep_names, use_lexicon)
+                        for (_, _, text), plan in zip(sentences, plans))
             messages = []
             for reading in readings:
                 check()
@@ -314,6 +317,23 @@ class Core:
             return served.translator.search(text, options, target=target)
         except InvalidInput as e:  # the translator says "source" or "target"; name the request field too
             raise InvalidInput(f"{field}: {e}" if target is None else str(e)) from None
+
+    def _plan(self, served: ServedModel, text: str, options: SearchOptions, field: str,
+              split: int | None) -> list[tuple[str, Search | None]]:
+        """What of a sentence is translated as a sentence, each with its search (`_search`): the
+        sentence, or a long one's parts (Translator.parts, clauses.py)."""
+        self._check_text(text, field)
+        return [(part, self._search(served, part, options, field))
+                for part in served.translator.parts(text, split)]
+
+    async def _run_plans(self, served: ServedModel, plans: list[list[tuple[str, Search | None]]], kind: int | None,
+                         deadline: float | None, client: str, priority: int) -> list[list[tuple[str, Search | None]]]:
+        """`_run` over every part of every plan (after the response-size check, given `kind`)."""
+        searches = [s for plan in plans for _, s in plan]
+        if kind is not None:
+            self._check_response_size(searches, kind)
+        done = iter(await self._run(served, searches, deadline, client, priority))
+        return [[(part, next(done)) for part, _ in plan] for plan in plans]
 
     def _check_response_size(self, searches: list[Search | None], kind: int) -> None:
         """Refuse before decoding what could not be sent: soft α is n_best x target x source

@@ -86,7 +86,8 @@ class Metrics:
         self.encoder_seconds = Histogram("attnmt_encoder_seconds", "Time to encode the sentences joining a step.",
                                          buckets=STEP_BUCKETS, registry=r)
         self.sentences = Counter("attnmt_sentences_total", "Sentences translated or aligned, by model and by the "
-                                 "protocol they came by (grpc, http).", ("model", "protocol"), registry=r)
+                                 "protocol they came by (grpc, http); a long sentence's parts count each.",
+                                 ("model", "protocol"), registry=r)
         self.source_tokens = Counter("attnmt_source_tokens_total", "Source tokens of translated sentences.",
                                      ("model",), registry=r)
         self.target_tokens = Counter("attnmt_target_tokens_total", "Target tokens generated (best hypothesis).",

@@ -31,7 +31,7 @@ TEXT_FORMAT_PLAIN: TextFormat
 TEXT_FORMAT_HTML: TextFormat
 
 class DecodingOptions(_message.Message):
-    __slots__ = ("beam_size", "n_best", "length_penalty", "max_length_ratio", "max_length_extra", "alignment", "alignment_threshold", "replace_unknown", "early_exit", "keep_names", "use_lexicon")
+    __slots__ = ("beam_size", "n_best", "length_penalty", "max_length_ratio", "max_length_extra", "alignment", "alignment_threshold", "replace_unknown", "early_exit", "keep_names", "use_lexicon", "split_above_words")
     BEAM_SIZE_FIELD_NUMBER: _ClassVar[int]
     N_BEST_FIELD_NUMBER: _ClassVar[int]
     LENGTH_PENALTY_FIELD_NUMBER: _ClassVar[int]
@@ -43,6 +43,7 @@ class DecodingOptions(_message.Message):
     EARLY_EXIT_FIELD_NUMBER: _ClassVar[int]
     KEEP_NAMES_FIELD_NUMBER: _ClassVar[int]
     USE_LEXICON_FIELD_NUMBER: _ClassVar[int]
+    SPLIT_ABOVE_WORDS_FIELD_NUMBER: _ClassVar[int]
     beam_size: int
     n_best: int
     length_penalty: float
@@ -54,7 +55,8 @@ class DecodingOptions(_message.Message):
     early_exit: bool
     keep_names: bool
     use_lexicon: bool
-    def __init__(self, beam_size: _Optional[int] = ..., n_best: _Optional[int] = ..., length_penalty: _Optional[float] = ..., max_length_ratio: _Optional[float] = ..., max_length_extra: _Optional[int] = ..., alignment: _Optional[_Union[AlignmentKind, str]] = ..., alignment_threshold: _Optional[float] = ..., replace_unknown: _Optional[bool] = ..., early_exit: _Optional[bool] = ..., keep_names: _Optional[bool] = ..., use_lexicon: _Optional[bool] = ...) -> None: ...
+    split_above_words: int
+    def __init__(self, beam_size: _Optional[int] = ..., n_best: _Optional[int] = ..., length_penalty: _Optional[float] = ..., max_length_ratio: _Optional[float] = ..., max_length_extra: _Optional[int] = ..., alignment: _Optional[_Union[AlignmentKind, str]] = ..., alignment_threshold: _Optional[float] = ..., replace_unknown: _Optional[bool] = ..., early_exit: _Optional[bool] = ..., keep_names: _Optional[bool] = ..., use_lexicon: _Optional[bool] = ..., split_above_words: _Optional[int] = ...) -> None: ...
 
 class TranslateRequest(_message.Message):
     __slots__ = ("sentences", "model", "options", "format", "split_sentences", "glossary", "glossary_name", "source_language", "target_language")

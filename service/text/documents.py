@@ -32,7 +32,7 @@ from attnmt.service.inference.search import SearchOptions
 from attnmt.service.text.alignment import EOS_TOKEN
 from attnmt.service.text.markup import Source, parse_html, plain, render
 from attnmt.service.text.offsets import Span, shifted, word_spans
-from attnmt.service.text.translator import Translation, Translator, normalise
+from attnmt.service.text.translator import Translation, Translator
 
 LINE_BREAKS = set("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
 # Three spaces or more, or a tab: two alone are a typo in prose ("This is  a test") unless a mark
@@ -297,13 +297,14 @@ def read(entry: str, html: bool, split: bool, language: str, placeholders: bool 
 def translate_documents(translator: Translator, entries: list[str], html: bool, split: bool,
                         options: SearchOptions = SearchOptions(), max_rows: int | None = None,
                         replace_unk: bool = False, keep_names: bool | None = None,
-                        use_lexicon: bool | None = None) -> list[Document]:
-    """Offline: every sentence of every entry in one decode."""
+                        use_lexicon: bool | None = None, split_above: int | None = None) -> list[Document]:
+    """Offline: every sentence of every entry in one decode (a long one in parts: Translator.plan)."""
     language = translator.engine.manifest.source_language
     readings = [read(e, html, split, language, placeholders=translator.protector is None) for e in entries]
     texts = [s for r in readings for s in r.sentences]
-    searches = [translator.search(t, options) if normalise(t) and not translator.copies(t) else None for t in texts]
-    decode_all(translator.engine, [s for s in searches if s is not None], max_rows, translator.workers)
-    done = iter(translator.result(t, s, replace_unk, keep_names=keep_names, use_lexicon=use_lexicon) if s
-                else translator.copy(t) for t, s in zip(texts, searches))
+    plans = [translator.plan(t, options, split_above) for t in texts]
+    decode_all(translator.engine, [s for plan in plans for _, s in plan if s is not None], max_rows,
+               translator.workers)
+    done = iter(translator.finish(t, plan, options, replace_unk, keep_names=keep_names, use_lexicon=use_lexicon)
+                for t, plan in zip(texts, plans))
     return [r.assemble([next(done) for _ in r.spans]) for r in readings]

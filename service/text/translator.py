@@ -191,6 +191,11 @@ class Translator:
         chosen = engine.manifest.hard_links or {}
         self.links_rule: tuple[str, float | None] = (chosen.get("rule", DEFAULT_RULE), chosen.get("threshold"))
         self.shift_att = bool((engine.manifest.alignment or {}).get("shift_att", False))
+        # sentences of more words than this are translated in parts (clauses.py; 0: never), the model's
+        # own, chosen on its dev sets by `attnmt fit-split`
+        self.split_above = int((engine.manifest.decoding or {}).get("split_above_words", 0))
+        from attnmt.service.text.clauses import cut, join
+        self._cut, self._join = cut, join
 
     @property
     def name(self) -> str:
@@ -251,6 +256,23 @@ class Translator:
             return text
         return self.protector.any_sentinel.sub(lambda m: written[self.protector.sentinels[m.group()] - 1],
                                                protected.text)
+
+    def parts(self, text: str, split_above: int | None = None) -> list[str]:
+        """What of `text` is translated as a sentence (clauses.py): `[text]`, or past `split_above`
+        words (None: the model's `split_above_words`; 0: never) its parts."""
+        above = self.split_above if split_above is None else split_above
+        if not above:
+            return [text]
+        parts = self._cut(normalise(text), above, self.sentinels.pattern if self.sentinels else None)
+        return [text] if len(parts) == 1 else parts
+
+    def joined(self, text: str, parts: list[str], translations: list[Translation],
+               options: SearchOptions) -> Translation:
+        """`text`'s translation from those of its `parts` (clauses.py), scored as `options` score."""
+        if len(translations) == 1:
+            return translations[0]
+        penalty = self.length_penalty if options.length_penalty is None else options.length_penalty
+        return self._join(text, parts, translations, penalty)
 
     def search(self, text: str, options: SearchOptions, target: str | None = None) -> Search:
         """A Search ready to join a DecodeBatch; with `target`, forced decoding of that target."""
@@ -388,12 +410,29 @@ class Translator:
 
     def translate(self, texts: list[str], options: SearchOptions = SearchOptions(), max_rows: int | None = None,
                   replace_unk: bool = False, glossary=None, keep_names: bool | None = None,
-                  use_lexicon: bool | None = None) -> list[Translation]:
-        """Offline batch translation (the server schedules instead); a text `copies` is copied."""
-        searches = [None if self.copies(t) else self.search(t, options) for t in texts]
-        decode_all(self.engine, [s for s in searches if s is not None], max_rows, self.workers)
-        return [self.result(t, s, replace_unk, glossary, keep_names, use_lexicon) if s else self.copy(t)
-                for t, s in zip(texts, searches)]
+                  use_lexicon: bool | None = None, split_above: int | None = None) -> list[Translation]:
+        """Offline batch translation (the server schedules instead); a text `copies` is copied, a long
+        one translated in parts (`parts`)."""
+        plans = [self.plan(t, options, split_above) for t in texts]
+        decode_all(self.engine, [s for plan in plans for _, s in plan if s is not None], max_rows, self.workers)
+        return [self.finish(t, plan, options, replace_unk, glossary, keep_names, use_lexicon)
+                for t, plan in zip(texts, plans)]
+
+    def plan(self, text: str, options: SearchOptions,
+             split_above: int | None = None) -> list[tuple[str, Search | None]]:
+        """What of `text` is translated as a sentence (`parts`), each with its search, or None where
+        it is empty or its own translation (`copies`)."""
+        return [(p, None if not normalise(p) or self.copies(p) else self.search(p, options))
+                for p in self.parts(text, split_above)]
+
+    def finish(self, text: str, plan: list[tuple[str, Search | None]], options: SearchOptions,
+               replace_unk: bool = False, glossary=None, keep_names: bool | None = None,
+               use_lexicon: bool | None = None) -> Translation:
+        """`text`'s translation from its plan's finished searches (`result`; a part without one is
+        copied), its parts' joined (`joined`)."""
+        return self.joined(text, [p for p, _ in plan],
+                           [self.result(p, s, replace_unk, glossary, keep_names, use_lexicon) if s else self.copy(p)
+                            for p, s in plan], options)
 
     def align(self, pairs: list[tuple[str, str]], max_rows: int | None = None) -> list[Translation]:
         """Forced alignment: score and align given targets."""
