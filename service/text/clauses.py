@@ -31,7 +31,7 @@ from dataclasses import replace
 import numpy as np
 
 from attnmt.service.text.alignment import EOS_TOKEN, word_groups
-from attnmt.service.text.translator import Hypothesis, Translation
+from attnmt.service.text.translator import Hypothesis, Translation, opening_letter, with_opening_letter
 
 MIN_WORDS = 4
 
@@ -156,21 +156,11 @@ def _continued(part: str, hyp: Hypothesis) -> Hypothesis:
     the price"); a word whose other letters are capitals too ("NATO"), English's "I" and a
     placeholder stay."""
     opening = next((c for c in part if c.isalpha()), "")
-    if not opening.islower():
+    where = opening_letter(hyp)
+    if not opening.islower() or where is None or not hyp.text[where[1]].isupper():
         return hyp
-    pieces, written = hyp.target_tokens, hyp.text
-    first = next((i for i, p in enumerate(pieces) if p != EOS_TOKEN and any(c.isalpha() for c in p)), None)
-    at = next((i for i, c in enumerate(written) if c.isalpha()), None)
-    if first is None or at is None or first in hyp.placeholder_targets or not written[at].isupper():
-        return hyp
-    word = re.match(r"[^\W\d_]+(?:'[^\W\d_]+)?", written[at:])
-    letters = word.group() if word else written[at]
+    word = re.match(r"[^\W\d_]+(?:'[^\W\d_]+)?", hyp.text[where[1]:])
+    letters = word.group() if word else hyp.text[where[1]]
     if letters == "I" or letters.startswith("I'") or any(c.isupper() for c in letters[1:]):
         return hyp
-    piece = pieces[first]
-    letter = next(i for i, c in enumerate(piece) if c.isalpha())
-    if piece[letter] != written[at]:
-        return hyp
-    small = written[at].lower()
-    return replace(hyp, text=written[:at] + small + written[at + 1:],
-                   target_tokens=pieces[:first] + [piece[:letter] + small + piece[letter + 1:]] + pieces[first + 1:])
+    return with_opening_letter(hyp, where, hyp.text[where[1]].lower())

@@ -445,19 +445,32 @@ def _capitalised(hyp: Hypothesis) -> Hypothesis:
     """`hyp` with the letter that opens its text a capital, in the text and its piece; as it is where
     that letter is not first (after opening marks at most: "¿Dónde", not "3 beers"), is a
     placeholder's or is one already."""
+    where = opening_letter(hyp)
+    if where is None or not hyp.text[where[1]].islower():
+        return hyp
+    return with_opening_letter(hyp, where, hyp.text[where[1]].upper())
+
+
+def opening_letter(hyp: Hypothesis) -> tuple[int, int, int] | None:
+    """Where the letter that opens `hyp`'s text is: its piece, its offset in the text and in that
+    piece; None where no letter opens it (after opening marks at most), or a placeholder's does."""
     pieces, written = hyp.target_tokens, hyp.text
     first = next((i for i, p in enumerate(pieces) if p != EOS_TOKEN and any(c.isalpha() for c in p)), None)
     at = next((i for i, c in enumerate(written) if c.isalpha()), None)
-    if (first is None or at is None or any(c.isalnum() for c in written[:at]) or first in hyp.placeholder_targets
-            or not written[at].islower()):
-        return hyp
-    piece = pieces[first]
-    letter = next(i for i, c in enumerate(piece) if c.isalpha())
-    if piece[letter] != written[at]:
-        return hyp
-    capital = written[at].upper()
-    return replace(hyp, text=written[:at] + capital + written[at + 1:], rewritten_from=hyp,
-                   target_tokens=pieces[:first] + [piece[:letter] + capital + piece[letter + 1:]] + pieces[first + 1:])
+    if first is None or at is None or any(c.isalnum() for c in written[:at]) or first in hyp.placeholder_targets:
+        return None
+    letter = next(i for i, c in enumerate(pieces[first]) if c.isalpha())
+    return (first, at, letter) if pieces[first][letter] == written[at] else None
 
 
-__all__ = ["Translator", "Translation", "Hypothesis", "EOS_TOKEN", "letterless", "normalise", "shouted"]
+def with_opening_letter(hyp: Hypothesis, where: tuple[int, int, int], letter: str) -> Hypothesis:
+    """`hyp` with the letter `opening_letter` found written as `letter`, in its text and its piece."""
+    first, at, offset = where
+    piece, written = hyp.target_tokens[first], hyp.text
+    return replace(hyp, text=written[:at] + letter + written[at + 1:], rewritten_from=hyp,
+                   target_tokens=[*hyp.target_tokens[:first], piece[:offset] + letter + piece[offset + 1:],
+                                  *hyp.target_tokens[first + 1:]])
+
+
+__all__ = ["Translator", "Translation", "Hypothesis", "EOS_TOKEN", "letterless", "normalise", "opening_letter",
+           "shouted", "with_opening_letter"]
