@@ -18,14 +18,17 @@ The join (`join`): the parts' texts with a space between them (a part after the 
 sent in small letters starts in small letters, as the model wrote it capitalised as a sentence's
 start); pieces, log-probabilities and α one after the other, each part's α in its own block (α's
 rows of a part on its own end-of-sentence go to the sentence's), the parts' ends of sentence
-dropped but the last one's; placeholders and glossary matches moved to their places. The n-th
-hypothesis joins each part's n-th (its last where it has fewer). Quality describes what the model
+dropped but the last one's; placeholders and glossary matches moved to their places. The first
+hypothesis joins each part's best; the next ones change the parts whose alternatives give up the
+least score, summed over the parts (`_best_combinations`), each text once. Quality describes what the model
 wrote: it is computed over the parts' own hypotheses joined, before names, lexicon or glossary.
 """
 
 from __future__ import annotations
 
+import heapq
 import re
+from collections.abc import Iterator
 from dataclasses import replace
 
 import numpy as np
@@ -85,16 +88,43 @@ def join(text: str, parts: list[str], translations: list[Translation], length_pe
     kept = [(p, t) for p, t in zip(parts, translations) if t.hypotheses]
     if not kept:
         return Translation(text, [])
-    hypotheses = []
-    for k in range(max(len(t.hypotheses) for _, t in kept)):
-        chosen = [t.hypotheses[min(k, len(t.hypotheses) - 1)] for _, t in kept]
-        texts = [p for p, _ in kept]
+    texts = [p for p, _ in kept]
+    wanted = max(len(t.hypotheses) for _, t in kept)
+    hypotheses, written = [], set()
+    for chosen in _best_combinations([t.hypotheses for _, t in kept]):
+        if len(hypotheses) == wanted:
+            break
+        words = tuple(h.text for h in chosen)
+        if words in written:                # parts' alternatives that differ in pieces only
+            continue
+        written.add(words)
         served = _joined(texts, chosen, length_penalty)
         own = [_own(h) for h in chosen]
         if any(o is not h for o, h in zip(own, chosen)):
             served.rewritten_from = _joined(texts, own, length_penalty)
         hypotheses.append(served)
     return Translation(text, hypotheses[0].source_tokens, hypotheses)
+
+
+def _best_combinations(lists: list[list[Hypothesis]]) -> Iterator[list[Hypothesis]]:
+    """Choices of one hypothesis a part, the parts' best first, then by how much score the choice
+    gives up against each part's best, summed: the second changes the one part whose second is
+    nearest its best, and so on. A k-best merge of sorted lists, lazily from a heap (as Huang and
+    Chiang 2005's lazy k-best does for a product of lists): no library offers one over a product."""
+    def loss(choice: tuple[int, ...]) -> float:
+        return sum(hyps[0].score - hyps[k].score for hyps, k in zip(lists, choice))
+
+    start = (0,) * len(lists)
+    heap, seen = [(0.0, start)], {start}
+    while heap:
+        _, choice = heapq.heappop(heap)
+        yield [hyps[k] for hyps, k in zip(lists, choice)]
+        for i, hyps in enumerate(lists):
+            if choice[i] + 1 < len(hyps):
+                following = choice[:i] + (choice[i] + 1,) + choice[i + 1:]
+                if following not in seen:
+                    seen.add(following)
+                    heapq.heappush(heap, (loss(following), following))
 
 
 def _own(hyp: Hypothesis) -> Hypothesis:

@@ -161,11 +161,38 @@ def test_quality_describes_the_models_own_parts_joined():
     assert hyp.quality == round(np.mean([-0.1, -3.0, -0.1, -1.0, -1.0, -1.0, -1.0, -1.0]), 3)   # the model's "fal"
 
 
-def test_the_nth_hypothesis_joins_each_parts_nth_or_its_last():
+def test_the_first_hypothesis_joins_the_parts_best_and_a_part_with_one_keeps_it():
     other = hypothesis("The drop,", ["▁The", "▁drop", ",", "</s>"], FIRST.source_tokens, FIRST.alignment.tolist())
     done = join("La caída, y creció.", ["La caída,", "y creció."],
                 [Translation("", FIRST.source_tokens, [FIRST, other]), Translation("", SECOND.source_tokens, [SECOND])],
                 1.0)
+    assert [h.text for h in done.hypotheses] == ["The fall, and it grew.", "The drop, and it grew."]
+
+
+def test_the_next_hypotheses_change_the_part_that_gives_up_least():
+    def alternative(of: Hypothesis, text: str, targets: list[str], each: float) -> Hypothesis:
+        return hypothesis(text, targets, of.source_tokens, of.alignment[:len(targets)].tolist(),
+                          log_probs=[each] * len(targets))
+
+    firsts = [FIRST, alternative(FIRST, "The drop,", ["▁The", "▁drop", ",", "</s>"], -0.8),
+              alternative(FIRST, "A fall,", ["▁A", "▁fall", ",", "</s>"], -0.9)]
+    seconds = [SECOND, alternative(SECOND, "And it rose.", ["▁And", "▁it", "▁rose", ".", "</s>"], -0.6)]
+    assert [h.score for h in firsts] == sorted((h.score for h in firsts), reverse=True)
+    done = join("La caída, y creció.", ["La caída,", "y creció."],
+                [Translation("", FIRST.source_tokens, firsts), Translation("", SECOND.source_tokens, seconds)], 1.0)
+    # given up against each part's best: rose 0.1, drop 0.3, drop and rose 0.4, "A fall" 0.4
+    assert [h.text for h in done.hypotheses] == ["The fall, and it grew.", "The fall, and it rose.",
+                                                 "The drop, and it grew."]
+
+
+def test_alternatives_that_write_the_same_words_come_once():
+    again = hypothesis("And it grew.", ["▁And", "▁it", "▁gr", "ew", ".", "</s>"], SECOND.source_tokens,
+                       SECOND.alignment.tolist() + [[0.0, 0.0, 0.0, 1.0]], log_probs=[-0.6] * 6)
+    other = hypothesis("The drop,", ["▁The", "▁drop", ",", "</s>"], FIRST.source_tokens, FIRST.alignment.tolist(),
+                       log_probs=[-0.8] * 4)
+    done = join("La caída, y creció.", ["La caída,", "y creció."],
+                [Translation("", FIRST.source_tokens, [FIRST, other]),
+                 Translation("", SECOND.source_tokens, [SECOND, again])], 1.0)
     assert [h.text for h in done.hypotheses] == ["The fall, and it grew.", "The drop, and it grew."]
 
 
