@@ -37,6 +37,8 @@ from attnmt.service.text.alignment import EOS_TOKEN, word_groups
 from attnmt.service.text.translator import Hypothesis, Translation, opening_letter, with_opening_letter
 
 MIN_WORDS = 4
+# choices of the parts' hypotheses looked at for each hypothesis of the sentence (`join`)
+LOOK_AT = 16
 
 # brackets and a Spanish question or exclamation: no cut inside (quotes are left out: a straight one
 # neither opens nor closes, and cutting inside a long quotation loses nothing measured)
@@ -90,15 +92,20 @@ def join(text: str, parts: list[str], translations: list[Translation], length_pe
         return Translation(text, [])
     texts = [p for p, _ in kept]
     wanted = max(len(t.hypotheses) for _, t in kept)
-    hypotheses, written = [], set()
-    for chosen in _best_combinations([t.hypotheses for _, t in kept]):
-        if len(hypotheses) == wanted:
+    hypotheses, chosen_words, written = [], set(), set()
+    # parts' alternatives that differ in pieces only write the same words: each text once, looking
+    # at a bounded number of choices
+    for looked, chosen in enumerate(_best_combinations([t.hypotheses for _, t in kept])):
+        if len(hypotheses) == wanted or looked == LOOK_AT * wanted:
             break
         words = tuple(h.text for h in chosen)
-        if words in written:                # parts' alternatives that differ in pieces only
+        if words in chosen_words:
             continue
-        written.add(words)
+        chosen_words.add(words)
         served = _joined(texts, chosen, length_penalty)
+        if served.text in written:          # "And it grew." and "and it grew." after a part
+            continue
+        written.add(served.text)
         own = [_own(h) for h in chosen]
         if any(o is not h for o, h in zip(own, chosen)):
             served.rewritten_from = _joined(texts, own, length_penalty)

@@ -194,6 +194,12 @@ def test_alternatives_that_write_the_same_words_come_once():
                 [Translation("", FIRST.source_tokens, [FIRST, other]),
                  Translation("", SECOND.source_tokens, [SECOND, again])], 1.0)
     assert [h.text for h in done.hypotheses] == ["The fall, and it grew.", "The drop, and it grew."]
+    small = hypothesis("and it grew.", SECOND.target_tokens, SECOND.source_tokens, SECOND.alignment.tolist(),
+                       log_probs=[-0.6] * 5)
+    done = join("La caída, y creció.", ["La caída,", "y creció."],
+                [Translation("", FIRST.source_tokens, [FIRST, other]),
+                 Translation("", SECOND.source_tokens, [SECOND, small])], 1.0)
+    assert [h.text for h in done.hypotheses] == ["The fall, and it grew.", "The drop, and it grew."]
 
 
 def test_one_part_is_its_own_translation():
