@@ -321,7 +321,7 @@ def _refused(args: argparse.Namespace, start: int, chunk: list[str], translator,
     of the input or `argument N`. Found again sentence by sentence, only once a batch failed."""
     for i, text in enumerate(chunk):
         try:
-            if not translator.copies(text):
+            if not translator.copied(text):
                 translator.search(text, options)
         except InvalidInput:
             return f"{'argument' if args.text else 'line'} {start + i + 1}"

@@ -311,7 +311,7 @@ class Core:
         """A search for one sentence, or None when there is nothing to translate or the sentence
         is its own translation (Translator.copies: `!`, `%s`): Translator.copy answers it."""
         self._check_text(text, field)
-        if target is None and (not normalise(text) or served.translator.copies(text)):
+        if target is None and served.translator.copied(text):
             return None
         try:
             return served.translator.search(text, options, target=target)

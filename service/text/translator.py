@@ -226,6 +226,11 @@ class Translator:
         model writes words around it (`!` -> `¡!`, `?` -> `¿El?`)."""
         return bool(normalise(text)) and letterless(text, self.sentinels.pattern if self.sentinels else None)
 
+    def copied(self, text: str) -> bool:
+        """Whether `copy` answers `text` without the model: it is empty, or its own translation
+        (`copies`)."""
+        return not normalise(text) or self.copies(text)
+
     def copy(self, text: str) -> Translation:
         """`text` as its own translation: one hypothesis, the text itself (none when it is
         empty) with its numbers as the target writes them where the model hides numbers ("3,2"
@@ -422,7 +427,7 @@ class Translator:
              split_above: int | None = None) -> list[tuple[str, Search | None]]:
         """What of `text` is translated as a sentence (`parts`), each with its search, or None where
         it is empty or its own translation (`copies`)."""
-        return [(p, None if not normalise(p) or self.copies(p) else self.search(p, options))
+        return [(p, None if self.copied(p) else self.search(p, options))
                 for p in self.parts(text, split_above)]
 
     def finish(self, text: str, plan: list[tuple[str, Search | None]], options: SearchOptions,
