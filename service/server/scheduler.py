@@ -3,8 +3,10 @@
 `submit` refuses at once when the queue is full (RESOURCE_EXHAUSTED with a
 retry hint) or hands each sentence to one of the model's `DecodeWorker`s, the
 one with the fewest sentences, which batches them at step boundaries on its own
-thread (see `worker.py`). Each sentence's answer comes back as the result of an
-asyncio future, set on the event loop.
+thread (see `worker.py`). A call narrow enough to step on every core alone (the
+parts of one long sentence, a few short ones) goes to one worker whole. Each
+sentence's answer comes back as the result of an asyncio future, set on the
+event loop.
 
 A model has `limits.workers` workers, each with its own batch and a share of the
 row, token and cache limits. With one ONNX Runtime thread each they share one
@@ -28,7 +30,7 @@ from attnmt.service.server.admission import INTERACTIVE
 from attnmt.service.server.handoff import LoopCalls
 from attnmt.service.server.metrics import CALL_PROTOCOL, WARMUP, Children, Metrics
 from attnmt.service.server.overload import RetryHint, queue_full
-from attnmt.service.server.worker import DecodeWorker, Job, Result, SchedulerLimits
+from attnmt.service.server.worker import IDLE_ROWS, DecodeWorker, Job, Result, SchedulerLimits
 from attnmt.service.text.translator import Translator
 
 log = logging.getLogger(__name__)
@@ -122,9 +124,16 @@ class Scheduler:
             self.workers[0].put(jobs)
         else:
             load = [w.waiting + w.inflight for w in self.workers]
-            for job in jobs:                        # each to the worker with the fewest sentences
-                job.worker = min(range(len(load)), key=load.__getitem__)
-                load[job.worker] += 1
+            if sum(job.width for job in jobs) <= IDLE_ROWS:
+                # one batch on a worker whose steps may take every core (worker._idle), as
+                # offline decodes a call; spread, each worker would step on one thread
+                fewest = min(range(len(load)), key=load.__getitem__)
+                for job in jobs:
+                    job.worker = fewest
+            else:
+                for job in jobs:                    # each to the worker with the fewest sentences
+                    job.worker = min(range(len(load)), key=load.__getitem__)
+                    load[job.worker] += 1
             handed: list[Job] = []
             for i, worker in enumerate(self.workers):
                 if mine := [job for job in jobs if job.worker == i]:

@@ -428,10 +428,30 @@ def test_two_workers_share_the_work_and_get_what_offline_gets(translator):
     assert got[::3] == offline_beam
 
 
+def test_a_narrow_call_goes_to_one_worker_whole_and_a_wide_one_is_spread(translator):
+    """A call of at most IDLE_ROWS rows (the parts of one long sentence) decodes in one batch,
+    on one worker, which may step on every core; a wider one is spread by sentences."""
+    from attnmt.service.server.worker import IDLE_ROWS
+
+    async def main():
+        scheduler = await started(translator, decode_workers=2)
+        busy = scheduler.submit([translator.search(LONG, SearchOptions(beam_size=3)) for _ in range(3)], None)
+        narrow = scheduler.submit([translator.search(LONG, SearchOptions()) for _ in range(IDLE_ROWS)], None)
+        wide = scheduler.submit([translator.search(SHORT, SearchOptions()) for _ in range(IDLE_ROWS + 1)], None)
+        await asyncio.gather(*(j.future for j in busy + narrow + wide))
+        await scheduler.close()
+        return busy, narrow, wide
+    busy, narrow, wide = run(main())
+    assert {j.worker for j in busy} == {0, 1}
+    assert len({j.worker for j in narrow}) == 1
+    assert {j.worker for j in wide} == {0, 1}
+    assert all(j.search.done for j in busy + narrow + wide)
+
+
 def test_with_two_workers_a_cancel_reaches_the_worker_that_holds_the_sentence(translator):
     async def main():
         scheduler = await started(translator, decode_workers=2)
-        long_jobs = scheduler.submit([translator.search(LONG, SearchOptions()) for _ in range(4)], None)
+        long_jobs = scheduler.submit([translator.search(LONG, SearchOptions(beam_size=3)) for _ in range(4)], None)
         assert sorted(j.worker for j in long_jobs) == [0, 0, 1, 1]
         scheduler.cancel(long_jobs[:2])
         short, = scheduler.submit([translator.search(SHORT, SearchOptions())], None)
@@ -509,7 +529,7 @@ def test_a_lone_sentence_steps_on_every_core_only_while_the_other_worker_is_empt
 
 
 def test_a_call_one_worker_refuses_is_refused_whole(translator):
-    """Sentences of one call go to both workers; if one refuses (stopping), the call fails at
+    """Sentences of a wide call go to both workers; if one refuses (stopping), the call fails at
     once and the other worker drops what it was given (at its next step boundary), counted."""
     async def main():
         scheduler = await started(translator, decode_workers=2)
@@ -517,7 +537,7 @@ def test_a_call_one_worker_refuses_is_refused_whole(translator):
         second.request_stop()
         await asyncio.to_thread(second.thread.join, 30)
         with pytest.raises(Unavailable):
-            scheduler.submit([translator.search(LONG, SearchOptions()) for _ in range(2)], None)
+            scheduler.submit([translator.search(LONG, SearchOptions(beam_size=5)) for _ in range(2)], None)
         give_up = time.monotonic() + 30
         while first.waiting and time.monotonic() < give_up:
             await asyncio.sleep(0.005)
@@ -549,7 +569,7 @@ def test_when_one_of_two_workers_dies_every_call_still_ends_once(translator, mon
         scheduler = Scheduler(translator, limits(decode_workers=2), Metrics(), on_death=deaths.append)
         doomed.append(scheduler.workers[1])
         scheduler.start()
-        jobs = scheduler.submit([translator.search(LONG, SearchOptions()) for _ in range(6)], None)
+        jobs = scheduler.submit([translator.search(LONG, SearchOptions(beam_size=2)) for _ in range(6)], None)
         assert sorted(j.worker for j in jobs) == [0, 0, 0, 1, 1, 1]
         outcomes = await asyncio.wait_for(asyncio.gather(*(j.future for j in jobs), return_exceptions=True), 30)
         with pytest.raises(DecodeFailed, match="has stopped"):
