@@ -352,6 +352,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rare-below", type=int, nargs="+", metavar="N",
                    help="with --corpus, the thresholds tried; kept: the highest mean dev chrF among those that lose "
                         "no dev set more than 0.3 BLEU against the model alone (default: 5 10 20 40 80 160)")
+    p.add_argument("--phrases-only", action="store_true",
+                   help="add or renew only the lexicon's set phrases (lines that are a greeting or a proverb), its "
+                        "words as they are")
     _dev_arguments(p)
     p.add_argument("--cache", type=Path, default=Path("data/dictionary/cache"),
                    help="where lttoolbox-dev's package is downloaded and unpacked (for lt-print)")
@@ -686,7 +689,10 @@ def cmd_fit_names(args: argparse.Namespace) -> int:
 
 
 def cmd_fit_lexicon(args: argparse.Namespace) -> int:
-    from attnmt.bench.lexicon import fit_lexicon
+    from attnmt.bench.lexicon import fit_lexicon, fit_phrases
+    if args.phrases_only:
+        print(json.dumps(fit_phrases(args.model, args.data, args.cache, args.split)))
+        return 0
     if args.rare_below and (args.corpus is None or min(args.rare_below) < 1):
         print("attnmt fit-lexicon: --rare-below needs --corpus and whole numbers of 1 or more", file=sys.stderr)
         return 2

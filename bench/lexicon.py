@@ -25,13 +25,16 @@ from pathlib import Path
 
 from attnmt.bench.decoding import MAX_BLEU_LOSS, choose
 from attnmt.bench.names import dev_scores
+from attnmt.corpus.splits import read_split
 from attnmt.model.data.backtranslation import _installed_version
-from attnmt.model.data.lexicon import APERTIUM_CODE, build_lexicons
+from attnmt.model.data.lexicon import APERTIUM_CODE, bidix_paths, build_lexicons, set_phrases
 from attnmt.model.export.measured import write_names
 from attnmt.service.inference.engine import Engine
-from attnmt.service.modeldir.manifest import sha256_of
+from attnmt.service.modeldir.manifest import load_manifest, sha256_of
 from attnmt.service.text.lexicon import Lexicon, write_genders, write_lexicon
 from attnmt.service.text.names import count_words
+from attnmt.service.text.phrases import FILE as PHRASES_FILE
+from attnmt.service.text.phrases import Phrases, write_phrases
 from attnmt.service.text.translator import Translator
 
 FILE = "lexicon.tsv.gz"
@@ -89,6 +92,8 @@ def fit_lexicon(model_dir: Path, data_dirs: list[Path], cache: Path, split: str 
                      "rule": RULE, "mean_chrf": {str(k): v for k, v in mean_chrf.items()},
                      "candidates": {str(k): {name: d[str(k)] for name, d in dev.items()} for k in below},
                      "candidate_entries": {str(k): len(built[k][0]) for k in below}})
+    phrases = set_phrases(bidix_paths(src, tgt, cache))
+    spec["phrases"] = phrases_spec(phrases, data_dirs, split, src, tgt)
     if genders:
         spec["genders"] = {"file": GENDERS_FILE, "entries": len(genders), "pos": ["n"],
                            "corpus": {"file": target.name, "sha256": sha256_of(target)} if target else None}
@@ -96,6 +101,34 @@ def fit_lexicon(model_dir: Path, data_dirs: list[Path], cache: Path, split: str 
         write_lexicon(Path(model_dir) / FILE, entries, forms)
         if genders:
             write_genders(Path(model_dir) / GENDERS_FILE, genders)
-        write_names(model_dir, spec, section="lexicon", also=[GENDERS_FILE] if genders else [],
+        write_phrases(Path(model_dir) / PHRASES_FILE, phrases)
+        write_names(model_dir, spec, section="lexicon", also=[PHRASES_FILE] + ([GENDERS_FILE] if genders else []),
                     gone=[] if genders else [GENDERS_FILE])   # a refit without them leaves no stale table
     return spec
+
+
+def fit_phrases(model_dir: Path, data_dirs: list[Path], cache: Path, split: str = "dev") -> dict:
+    """Add or renew the set phrases of a model's lexicon (`attnmt fit-lexicon --phrases-only`),
+    its words as they are."""
+    m = load_manifest(Path(model_dir))
+    if not m.lexicon:
+        raise SystemExit(f"{model_dir}: the model has no lexicon; run `attnmt fit-lexicon` first")
+    src, tgt = m.source_language, m.target_language
+    phrases = set_phrases(bidix_paths(src, tgt, cache))
+    spec = {**m.lexicon, "phrases": phrases_spec(phrases, data_dirs, split, src, tgt)}
+    write_phrases(Path(model_dir) / PHRASES_FILE, phrases)
+    write_names(model_dir, spec, section="lexicon",
+                also=[PHRASES_FILE] + ([spec["genders"]["file"]] if spec.get("genders") else []))
+    return spec["phrases"]
+
+
+def phrases_spec(phrases: dict[str, str], data_dirs: list[Path], split: str, src: str, tgt: str) -> dict:
+    """The set phrases' manifest entry (service/text/phrases.py), with how many lines of each dev set
+    are one of them: a greeting typed alone is rare in written text, so the dev sets barely see the
+    rule; `attnmt bench typed` and the tests show it."""
+    matcher = Phrases(phrases, tgt)
+    matched = {}
+    for data_dir in data_dirs:
+        pairs = read_split(Path(data_dir), split, src, tgt)
+        matched[f"{Path(data_dir).name}/{split}"] = sum(matcher.match(s) is not None for s, _ in pairs)
+    return {"file": PHRASES_FILE, "entries": len(phrases), "pos": ["ij"], "dev_lines": matched}

@@ -63,8 +63,8 @@ def _search_arguments(p: argparse.ArgumentParser) -> None:
                    help="keep names the model never learnt as written (default: on for a model with a known-words "
                         "list; --no-keep-names: the model's own words)")
     p.add_argument("--lexicon", action=argparse.BooleanOptionalAction, default=None,
-                   help="translate nouns and adjectives the model never learnt by its lexicon (default: on for a "
-                        "model with one; --no-lexicon: the model's own words)")
+                   help="translate nouns and adjectives the model never learnt, and lines that are a set phrase, "
+                        "by its lexicon (default: on for a model with one; --no-lexicon: the model's own words)")
     p.add_argument("--split-above-words", type=_whole(0), metavar="N",
                    help="translate a sentence of more than N words in parts cut after a comma, semicolon or colon "
                         "(default: the model's own, chosen on its dev sets; 0: never)")
@@ -85,7 +85,8 @@ def default_beam_size() -> int:
 def _options(args: argparse.Namespace) -> SearchOptions:
     beam = args.beam if args.beam is not None else (0 if args.server else default_beam_size())
     options = SearchOptions(beam_size=beam, n_best=args.n_best, length_penalty=args.length_penalty,
-                            max_length_ratio=args.max_length_ratio, early_exit=args.early_exit)
+                            max_length_ratio=args.max_length_ratio, early_exit=args.early_exit,
+                            set_phrases=getattr(args, "lexicon", None) is not False)
     # beam 0 asks the server for its default_beam_size; the server validates that request
     return options.validate() if beam else options
 

@@ -197,6 +197,29 @@ def spanish_nouns(words: list[str]) -> dict[str, tuple[str, str]]:
     return result
 
 
+def bidix_paths(src: str, tgt: str, cache: Path) -> list[tuple[str, str]]:
+    """The bilingual dictionary's entries for src→tgt, (source analysis, target analysis), read back
+    from the compiled transducer with `lt-print` (lttoolbox-dev, fetched into `cache`)."""
+    bidix = APERTIUM / f"{APERTIUM_CODE[src]}-{APERTIUM_CODE[tgt]}.autobil.bin"
+    if not bidix.exists():
+        raise SystemExit(f"{bidix} missing: apt-get install apertium-eng-spa")
+    root = fetch_packages(["lttoolbox-dev"], cache)["lttoolbox-dev"]
+    printed = subprocess.run([str(root / "usr/bin/lt-print"), str(bidix)], capture_output=True, text=True,
+                             check=True).stdout
+    return [p for section in att_sections(printed.splitlines()) for p in (section_paths(section) or [])]
+
+
+def set_phrases(paths: list[tuple[str, str]]) -> dict[str, str]:
+    """The dictionary's set phrases, {source: translation}: its interjections, tagged `<ij>` and
+    nothing else on both sides ("hola" → "hello", "buenos días" → "good morning", "más vale tarde
+    que nunca" → "better late than never"), the first entry of a source (service/text/phrases.py)."""
+    phrases: dict[str, str] = {}
+    for source, target in paths:
+        if source.endswith("<ij>") and target.endswith("<ij>") and "<" not in source[:-4] + target[:-4]:
+            phrases.setdefault(source[:-4], target[:-4])
+    return phrases
+
+
 def build_lexicons(src: str, tgt: str, knowns: dict, cache: Path, target_counts: Mapping[str, int] | None = None
                    ) -> dict:
     """For each of `knowns` (a key: a known-words list), {source form: translation} for the forms
@@ -210,13 +233,7 @@ def build_lexicons(src: str, tgt: str, knowns: dict, cache: Path, target_counts:
     require("lt-proc", "lttoolbox")
     require("apertium", "apertium")
     a, b = APERTIUM_CODE[src], APERTIUM_CODE[tgt]
-    bidix = APERTIUM / f"{a}-{b}.autobil.bin"
-    if not bidix.exists():
-        raise SystemExit(f"{bidix} missing: apt-get install apertium-eng-spa")
-    root = fetch_packages(["lttoolbox-dev"], cache)["lttoolbox-dev"]
-    printed = subprocess.run([str(root / "usr/bin/lt-print"), str(bidix)], capture_output=True, text=True,
-                             check=True).stdout
-    paths = [p for section in att_sections(printed.splitlines()) for p in (section_paths(section) or [])]
+    paths = bidix_paths(src, tgt, cache)
     units = source_units(paths, src)
     # the source language's generator is the other direction's
     forms = sorted({f for f in generate(units, APERTIUM / f"{b}-{a}.autogen.bin") if WORD.fullmatch(f)})

@@ -36,6 +36,9 @@ class SearchOptions:
     # hypotheses have finished: fewer steps, and a longer hypothesis that would have scored
     # better after length normalisation is not waited for.
     early_exit: bool = False
+    # A line that is a set phrase of the model's dictionary gets its translation, forced (text/phrases.py);
+    # off with the request's use_lexicon false.
+    set_phrases: bool = True
 
     def validate(self, max_beam: int = 64) -> "SearchOptions":
         """The options' ranges, the one place they are checked; InvalidInput names the field."""

@@ -43,7 +43,8 @@ def split_above_words(options: pb.DecodingOptions) -> int | None:
 def search_options(options: pb.DecodingOptions, settings: Settings, field: str = "options") -> SearchOptions:
     """Validated SearchOptions; unset fields take the server defaults."""
     values = {"beam_size": options.beam_size or settings.default_beam_size, "n_best": options.n_best or 1,
-              "max_target_tokens": settings.max_target_tokens, "early_exit": options.early_exit}
+              "max_target_tokens": settings.max_target_tokens, "early_exit": options.early_exit,
+              "set_phrases": use_lexicon(options) is not False}
     for name in ("length_penalty", "max_length_ratio", "max_length_extra"):
         if options.HasField(name):
             value = getattr(options, name)

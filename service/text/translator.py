@@ -180,6 +180,9 @@ class Translator:
         self.names = Names.from_manifest(engine.model_dir, engine.manifest.names)
         from attnmt.service.text.lexicon import Lexicon
         self.lexicon = Lexicon.from_manifest(engine.model_dir, engine.manifest.lexicon)
+        # whole lines that are a greeting or a proverb, the dictionary's translation forced (phrases.py)
+        from attnmt.service.text.phrases import Phrases
+        self.phrases = Phrases.from_manifest(engine.model_dir, engine.manifest.lexicon, manifest.target_language)
         # English's "a" and "an" agree with the word after them, whoever wrote it (articles.py)
         from attnmt.service.text.articles import agree
         self.articles = agree if manifest.target_language == "en" else None
@@ -284,6 +287,9 @@ class Translator:
         options = self._for_model(options)
         if target is not None:
             return Search(self.encode(text, "source"), options, forced=self.encode(target, "target"))
+        phrase = self.phrases.match(text) if self.phrases is not None and options.set_phrases else None
+        if phrase is not None:
+            return Search(self.encode(text, "source"), options, forced=self.encode(phrase, "target"))
         shortlist = self.engine.shortlist
         text = normalise(text)
         pattern = self.protector.pattern if self.protector else None
@@ -417,7 +423,9 @@ class Translator:
                   replace_unk: bool = False, glossary=None, keep_names: bool | None = None,
                   use_lexicon: bool | None = None, split_above: int | None = None) -> list[Translation]:
         """Offline batch translation (the server schedules instead); a text `copies` is copied, a long
-        one translated in parts (`parts`)."""
+        one translated in parts (`parts`); `use_lexicon` False leaves set phrases to the model too."""
+        if use_lexicon is False:
+            options = replace(options, set_phrases=False)
         plans = [self.plan(t, options, split_above) for t in texts]
         decode_all(self.engine, [s for plan in plans for _, s in plan if s is not None], max_rows, self.workers)
         return [self.finish(t, plan, options, replace_unk, glossary, keep_names, use_lexicon)

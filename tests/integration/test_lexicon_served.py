@@ -110,3 +110,23 @@ def test_an_english_to_spanish_determiner_agrees_with_its_noun(stub):
                                                    options=pb.DecodingOptions(use_lexicon=False)))
         assert translated.translations[0].text.startswith(agreeing), translated.translations[0].text
         assert plain.translations[0].text.startswith(disagreeing), plain.translations[0].text
+
+
+def test_a_greeting_typed_alone_gets_the_dictionarys_translation_with_its_alignment(stub):
+    """Left to itself the model answers "Hola" with "Hole": the greetings' pairs are test sentences."""
+    words = pb.DecodingOptions(alignment=pb.ALIGNMENT_WORDS)
+    request = pb.TranslateRequest(sentences=["Hola", "¡Buenos días!"], options=words)
+    hello, morning = stub.Translate(request).translations
+    assert (hello.text, morning.text) == ("Hello", "Good morning!")
+    assert list(morning.source_words[:2]) == ["¡Buenos", "días!"]
+    assert list(morning.hypotheses[0].target_words[:2]) == ["Good", "morning!"]
+    alignment = morning.hypotheses[0].alignment
+    assert len(alignment.rows) == len(morning.hypotheses[0].target_words) and alignment.pharaoh, alignment
+    plain = stub.Translate(pb.TranslateRequest(sentences=["Hola"], options=pb.DecodingOptions(
+        use_lexicon=False))).translations[0]
+    offline = Translator(Engine(BUNDLED_TRANSFORMER))
+    assert plain.text == offline.translate(["Hola"], SearchOptions(beam_size=5), use_lexicon=False)[0].best.text
+    assert offline.translate(["Hola"], SearchOptions(beam_size=5))[0].best.text == "Hello"
+    spanish = stub.Translate(pb.TranslateRequest(sentences=["Good morning", "Hi!"], source_language="en",
+                                                 target_language="es")).translations
+    assert [t.text for t in spanish] == ["Buenos días", "¡Hola!"]
