@@ -30,6 +30,7 @@ from pathlib import Path
 
 import grpc
 import numpy as np
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from attnmt.service.inference.engine import Engine, EngineOptions
 from attnmt.service.inference.offline import workers_and_threads
@@ -259,15 +260,19 @@ def _offline_throughput(translator: Translator, texts: list[str]) -> tuple[float
 
 
 async def interleaved_latencies(translator: Translator, address: str, texts: list[str],
-                                options: pb.DecodingOptions) -> tuple[list[float], list[float]]:
+                                options: pb.DecodingOptions) -> tuple[list[float], list[float], list[float]]:
     """One sentence at a time, each translated offline and then by the server (one client),
-    in turn: (offline latencies, server latencies). In turn sentence by sentence, not in
-    blocks, because this shared machine's speed drifts from one block to the next by more
-    than the difference being measured (one sentence offline took 20 to 30 ms from one block
-    of 150 to the next, 2026-11-29)."""
-    offline, served = [], []
+    in turn: (offline latencies, server latencies, health checks). In turn sentence by
+    sentence, not in blocks, because this shared machine's speed drifts from one block to the
+    next by more than the difference being measured (one sentence offline took 20 to 30 ms
+    from one block of 150 to the next, 2026-11-29). After each sentence, the same offline call
+    again and then a gRPC health check: the round trip of a call that does no work, after the
+    same idle time, what any gRPC call to this server costs on this machine. Idle threads wake
+    slowly on a virtual machine: a bare grpc.aio server's health check took 0.68 ms back to
+    back and 1.80 ms after 20 ms idle (AMD EPYC, cpuidle haltpoll, 2026-12-01)."""
+    offline, served, health = [], [], []
     async with grpc.aio.insecure_channel(address) as channel:
-        stub = pb_grpc.TranslatorStub(channel)
+        stub, checks = pb_grpc.TranslatorStub(channel), health_pb2_grpc.HealthStub(channel)
         for text in texts:
             start = time.perf_counter()
             _offline(translator, [text])
@@ -275,7 +280,11 @@ async def interleaved_latencies(translator: Translator, address: str, texts: lis
             start = time.perf_counter()
             await stub.Translate(pb.TranslateRequest(sentences=[text], options=options))
             served.append(time.perf_counter() - start)
-    return offline, served
+            _offline(translator, [text])
+            start = time.perf_counter()
+            await checks.Check(health_pb2.HealthCheckRequest())
+            health.append(time.perf_counter() - start)
+    return offline, served, health
 
 
 def bench_serving(model: Path, sentences: list[str], repeats: int = 5, concurrency: int = 64,
@@ -316,8 +325,9 @@ def bench_serving(model: Path, sentences: list[str], repeats: int = 5, concurren
             run["server_p50_s"], run["server_p95_s"], run["server_p99_s"] = \
                 (float(x) for x in np.percentile(latencies, [50, 95, 99]))
 
-            offline, served = asyncio.run(interleaved_latencies(single, server.address, singles, options))
+            offline, served, health = asyncio.run(interleaved_latencies(single, server.address, singles, options))
             run["offline_single_s"], run["server_single_s"] = statistics.median(offline), statistics.median(served)
+            run["health_check_s"] = statistics.median(health)
             runs.append(run)
 
     def median(key: str) -> float:
@@ -330,7 +340,8 @@ def bench_serving(model: Path, sentences: list[str], repeats: int = 5, concurren
               "client_cpu_ms_per_sentence": 1000 * median("client_cpu_s") / n,
               "p50_ms": 1000 * median("server_p50_s"), "p95_ms": 1000 * median("server_p95_s"),
               "p99_ms": 1000 * median("server_p99_s"), "mean_rows_per_step": median("server_rows_per_step"),
-              "concurrency_1_p50_ms": 1000 * median("server_single_s")}
+              "concurrency_1_p50_ms": 1000 * median("server_single_s"),
+              "health_check_p50_ms": 1000 * median("health_check_s")}
     # Each run's ratio is of figures measured back to back, so the machine's drift from one run
     # to the next (as large as the differences measured) cancels within it: the ratios are the
     # medians of the runs' ratios, and `ranges` their range.
@@ -338,6 +349,9 @@ def bench_serving(model: Path, sentences: list[str], repeats: int = 5, concurren
                "cpu_per_sentence": [r["server_cpu_s"] / r["offline_cpu_s"] if r["offline_cpu_s"] else float("nan")
                                     for r in runs],
                "latency": [r["server_single_s"] / r["offline_single_s"] for r in runs],
+               # the server's own share of one call: its latency less a call that does no work
+               "latency_beyond_transport": [(r["server_single_s"] - r["health_check_s"]) / r["offline_single_s"]
+                                            for r in runs],
                "tail": [r["server_p99_s"] / r["server_p50_s"] for r in runs]}
     ratios = {k: statistics.median(v) for k, v in per_run.items()}
     ranges = {k: [round(min(v), 2), round(max(v), 2)] for k, v in per_run.items()}
@@ -384,6 +398,8 @@ def format_serving(report: dict) -> str:
              f"| p50 ms, one sentence at a time, offline and served in turn (server at concurrency 1) | "
              f"{off['single_sentence_ms']} | "
              f"{srv['concurrency_1_p50_ms']} | {ratio_of('latency')} |",
+             f"| the same less a gRPC health check's round trip, after the same idle time "
+             f"({srv['health_check_p50_ms']} ms) | | | {ratio_of('latency_beyond_transport')} |",
              f"| p50 / p95 / p99 ms at concurrency {c} | | {srv['p50_ms']} / {srv['p95_ms']} / {srv['p99_ms']} | |",
              f"| mean rows per decoder step at concurrency {c} | | {srv['mean_rows_per_step']} | |",
              "",

@@ -76,7 +76,10 @@ def test_bench_serving(tiny_model, data, capsys, tmp_path):
                     server["p50_ms"])
     assert server["p50_ms"] <= server["p95_ms"] <= server["p99_ms"]
     assert server["cpu_ms_per_sentence"] >= 0                # /proc ticks are 10 ms: a tiny run may see none
-    assert set(report["server_over_offline"]) == {"throughput", "cpu_per_sentence", "latency", "tail"}
+    assert set(report["server_over_offline"]) == {"throughput", "cpu_per_sentence", "latency", "tail",
+                                                  "latency_beyond_transport"}
+    assert 0 < server["health_check_p50_ms"] < server["concurrency_1_p50_ms"]
+    assert report["server_over_offline"]["latency_beyond_transport"] < report["server_over_offline"]["latency"]
     assert [t["goal"] for t in report["targets"]] == ["≥ 0.85", "≤ 3.0", "≤ 1.1", "≤ 1.3"]
     assert "| target | measured | goal | met |" in table
 
