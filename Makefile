@@ -211,6 +211,9 @@ gpu-check-payload: $(VENV)/.dev
 # trained the other way on data/en-es-general (`make data`), guided by that mix's eflomal links written
 # English→Spanish (once, a few minutes); at most 2.5 hours on 2 CPU cores, resumable (run it again).
 EN_ES_RUN ?= runs/transformer-en-es
+# the checkpoint exported (made by averaging the last three validations when the run lacks it), as
+# TRANSFORMER_CHECKPOINT for Spanish→English: an average made elsewhere (two runs' weights) under its own name
+EN_ES_CHECKPOINT ?= averaged-last3.pt
 .PHONY: train-en-es export-en-es
 train-en-es: $(VENV)/.dev
 	@test -f data/en-es-general/train.links || $(BIN)/python -c "import eflomal" 2>/dev/null || $(PIP) -e '.[align]'
@@ -236,9 +239,9 @@ train-en-es-software: $(VENV)/.dev
 # Shift-Att, chosen there on the gold set): the gold set is Spanish→English, so this direction has no
 # measured choice yet.
 export-en-es: $(VENV)/.dev
-	@test -f $(EN_ES_RUN)/averaged-last3.pt || $(BIN)/attnmt average --run $(EN_ES_RUN) --last 3 \
-		--out averaged-last3.pt
-	$(BIN)/attnmt export --run $(EN_ES_RUN) --checkpoint averaged-last3.pt --out $(EN_ES_RUN)/model \
+	@test -f $(EN_ES_RUN)/$(EN_ES_CHECKPOINT) || $(BIN)/attnmt average --run $(EN_ES_RUN) --last 3 \
+		--out $(EN_ES_CHECKPOINT)
+	$(BIN)/attnmt export --run $(EN_ES_RUN) --checkpoint $(EN_ES_CHECKPOINT) --out $(EN_ES_RUN)/model \
 		--name transformer-en-es --alignment-layer -1 --alignment-head 1 --alignment-shift-att
 	# names it never learnt kept as written: the known-words list of its training source, with the dev change
 	$(BIN)/attnmt fit-names --model $(EN_ES_RUN)/model --corpus data/en-es-general/train.en --data $(QUALITY_DATA)
