@@ -209,13 +209,22 @@ def bidix_paths(src: str, tgt: str, cache: Path) -> list[tuple[str, str]]:
     return [p for section in att_sections(printed.splitlines()) for p in (section_paths(section) or [])]
 
 
+# A set phrase that is also one of these is left out: alone on a line it is as often that
+# ("Bueno" → "Good", a program's rating, not "Well")
+_OTHER_READINGS = ("adj", "vblex")
+
+
 def set_phrases(paths: list[tuple[str, str]]) -> dict[str, str]:
     """The dictionary's set phrases, {source: translation}: its interjections, tagged `<ij>` and
     nothing else on both sides ("hola" → "hello", "buenos días" → "good morning", "más vale tarde
-    que nunca" → "better late than never"), the first entry of a source (service/text/phrases.py)."""
+    que nunca" → "better late than never"), the first entry of a source, less those it also lists
+    as an adjective or a verb ("bueno", "boo") (service/text/phrases.py)."""
+    other = {source.split("<")[0].replace("#", "").lower() for source, _ in paths
+             if any(f"<{tag}>" in source for tag in _OTHER_READINGS)}
     phrases: dict[str, str] = {}
     for source, target in paths:
-        if source.endswith("<ij>") and target.endswith("<ij>") and "<" not in source[:-4] + target[:-4]:
+        if (source.endswith("<ij>") and target.endswith("<ij>") and "<" not in source[:-4] + target[:-4]
+                and source[:-4].lower() not in other):
             phrases.setdefault(source[:-4], target[:-4])
     return phrases
 

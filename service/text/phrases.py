@@ -9,10 +9,12 @@ días" → "good morning", "más vale tarde que nunca" → "better late than nev
 `attnmt fit-lexicon` writes them beside the lexicon (`phrases.tsv`, manifest `lexicon.phrases`).
 
 A line matches when, without its opening and closing marks, it is one of them, whatever its case and
-accents ("buenos dias", "¡HOLA!"). Its translation is then the dictionary's, in the line's case and
-with its marks (a Spanish target opens a question or an exclamation with ¿ or ¡), and the model
-decodes it forced (`Search.forced`): the answer carries the model's own α, links and score like any
-other. A request with `use_lexicon` false gets the model's translation.
+accents ("buenos dias", "¡hola!"); ñ is a letter of its own ("cono" is not "coño"), and a line in
+capitals is left to the model, being more often a program's label or an acronym ("OK") than a
+shout. Its translation is then the dictionary's, with the line's first capital and its marks (a
+Spanish target opens a question or an exclamation with ¿ or ¡), and the model decodes it forced
+(`Search.forced`): the answer carries the model's own α, links and score like any other. A request
+with `use_lexicon` false gets the model's translation.
 """
 
 from __future__ import annotations
@@ -25,13 +27,16 @@ FILE = "phrases.tsv"
 _OPENING = "¡¿\"'“‘«([ "
 _CLOSING = ".!?…\"'”’»)] "
 _SPANISH_OPENING = {"?": "¿", "!": "¡"}
+_TILDE = "\u0303"                  # combining: ñ decomposed is n and this
 
 
 def key(text: str) -> str:
-    """A phrase as lines are matched against it: case folded, accents and tildes dropped, spaces
-    collapsed, a comma kept ("ojos que no ven, corazón que no siente")."""
+    """A phrase as lines are matched against it: case folded, accents dropped but ñ's tilde kept,
+    spaces collapsed, a comma kept ("ojos que no ven, corazón que no siente")."""
     decomposed = unicodedata.normalize("NFD", text.casefold())
-    return " ".join("".join(c for c in decomposed if not unicodedata.combining(c)).split())
+    kept = "".join(c for i, c in enumerate(decomposed)
+                   if not unicodedata.combining(c) or (c == _TILDE and decomposed[i - 1:i] == "n"))
+    return " ".join(unicodedata.normalize("NFC", kept).split())
 
 
 def keyed(phrases: dict[str, str]) -> dict[str, str]:
@@ -78,8 +83,8 @@ class Phrases:
             return None
         letters = [c for c in core if c.isalpha()]
         if len(letters) > 1 and all(c.isupper() for c in letters):
-            translation = translation.upper()
-        elif letters and core[0].isupper():
+            return None
+        if letters and core[0].isupper():
             translation = translation[0].upper() + translation[1:]
         # the closing marks as typed, less spaces; a Spanish target opens its own ¿ or ¡
         closing = "".join(c for c in closing if not c.isspace())

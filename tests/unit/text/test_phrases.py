@@ -14,7 +14,7 @@ def test_a_line_that_is_a_phrase_gets_its_translation_in_the_lines_case_and_mark
     assert english.match("Hola") == "Hello"
     assert english.match("hola") == "hello"
     assert english.match("¡Hola!") == "Hello!"
-    assert english.match("  HOLA. ") == "HELLO."
+    assert english.match("  Hola. ") == "Hello."
     assert english.match("«Hola»") == "«Hello»"
     assert english.match("buenos dias") == "good morning"                 # typed without the accent
     assert english.match("Buenos   días...") == "Good morning..."
@@ -33,6 +33,13 @@ def test_any_other_line_is_left_to_the_model():
     english = Phrases(TABLE, "en")
     for line in ["Hola, Tom.", "Hola Hola", "Buenos", "", "¡!", "hola mundo", "Hola %s"]:
         assert english.match(line) is None, line
+    assert english.match("HOLA") is None                    # in capitals: a label or an acronym ("OK")
+
+
+def test_n_with_its_tilde_is_a_letter_of_its_own():
+    english = Phrases({"coño": "damn", "adiós": "goodbye"}, "en")
+    assert english.match("cono") is None and english.match("Coño") == "Damn"
+    assert english.match("adios") == "goodbye"
 
 
 def test_the_file_reads_back_as_written(tmp_path):
