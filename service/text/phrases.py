@@ -61,6 +61,7 @@ class Phrases:
     def __init__(self, phrases: dict[str, str], target_language: str):
         """phrases: {source: translation} as the dictionary writes them."""
         self.phrases = keyed(phrases)     # key(source) -> translation
+        self.longest = max(map(len, self.phrases), default=0)
         self.target_language = target_language
 
     @classmethod
@@ -78,6 +79,8 @@ class Phrases:
         opening = stripped[:len(stripped) - len(core)]
         core = core.rstrip(_CLOSING)
         closing = stripped[len(opening) + len(core):]
+        if len(core) > self.longest and len(" ".join(core.split())) > self.longest:
+            return None                   # every sentence comes this way: most are longer than any phrase
         translation = self.phrases.get(key(core)) if core else None
         if translation is None:
             return None
