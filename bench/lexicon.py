@@ -74,7 +74,8 @@ def fit_lexicon(model_dir: Path, data_dirs: list[Path], cache: Path, split: str 
             target_counts = count_words(f)
     else:
         target, target_counts = None, None
-    built = build_lexicons(src, tgt, knowns, cache, target_counts)
+    paths = bidix_paths(src, tgt, cache)              # lt-print's reading, once for the words and the phrases
+    built = build_lexicons(src, tgt, knowns, paths, target_counts)
     dev = dev_scores(translator, data_dirs, split, beam, {"use_lexicon": False},
                      {str(k): Lexicon(*lexicon).apply for k, (*lexicon, _) in built.items()})
     chosen, mean_chrf = (None, None) if corpus is None else choose(dev, below, baseline="without")
@@ -92,7 +93,7 @@ def fit_lexicon(model_dir: Path, data_dirs: list[Path], cache: Path, split: str 
                      "rule": RULE, "mean_chrf": {str(k): v for k, v in mean_chrf.items()},
                      "candidates": {str(k): {name: d[str(k)] for name, d in dev.items()} for k in below},
                      "candidate_entries": {str(k): len(built[k][0]) for k in below}})
-    phrases = set_phrases(bidix_paths(src, tgt, cache))
+    phrases = set_phrases(paths)
     spec["phrases"] = phrases_spec(phrases, data_dirs, split, src, tgt)
     if genders:
         spec["genders"] = {"file": GENDERS_FILE, "entries": len(genders), "pos": ["n"],

@@ -229,20 +229,19 @@ def set_phrases(paths: list[tuple[str, str]]) -> dict[str, str]:
     return phrases
 
 
-def build_lexicons(src: str, tgt: str, knowns: dict, cache: Path, target_counts: Mapping[str, int] | None = None
-                   ) -> dict:
+def build_lexicons(src: str, tgt: str, knowns: dict, paths: list[tuple[str, str]],
+                   target_counts: Mapping[str, int] | None = None) -> dict:
     """For each of `knowns` (a key: a known-words list), {source form: translation} for the forms
-    the model does not know, Spanish adjectives' forms (agreeing_forms), for a Spanish target the
-    genders of the nouns among the small-letter words of `target_counts` (the words of the model's
-    training target, as counted) and the lexicon's translations (spanish_nouns), and what was
-    counted. Names and acronyms the other language writes otherwise are entries too (exonyms,
-    acronyms; an acronym only with `target_counts`). Apertium reads each word once,
-    for the list that knows fewest: each word's entries depend on it alone, so every other
-    lexicon is part of that one."""
+    of the bilingual dictionary's entries (`paths`, bidix_paths) the model does not know, Spanish
+    adjectives' forms (agreeing_forms), for a Spanish target the genders of the nouns among the
+    small-letter words of `target_counts` (the words of the model's training target, as counted)
+    and the lexicon's translations (spanish_nouns), and what was counted. Names and acronyms the
+    other language writes otherwise are entries too (exonyms, acronyms; an acronym only with
+    `target_counts`). Apertium reads each word once, for the list that knows fewest: each word's
+    entries depend on it alone, so every other lexicon is part of that one."""
     require("lt-proc", "lttoolbox")
     require("apertium", "apertium")
     a, b = APERTIUM_CODE[src], APERTIUM_CODE[tgt]
-    paths = bidix_paths(src, tgt, cache)
     units = source_units(paths, src)
     # the source language's generator is the other direction's
     forms = sorted({f for f in generate(units, APERTIUM / f"{b}-{a}.autogen.bin") if WORD.fullmatch(f)})
